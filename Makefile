@@ -1,0 +1,81 @@
+# remat build. `make` builds build/libremat.{a,so} and build/remat.
+# `make test` runs the whole suite, `make asan` runs it under ASan + UBSan,
+# `make bench` prints the benchmark tables. `make deps` installs Debian packages.
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2 -g
+SAN     ?=
+PREFIX  ?= /usr/local
+CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Iinclude -D_POSIX_C_SOURCE=200809L -pthread \
+             -fPIC -MMD -MP $(OPT) $(SAN) $(CFLAGS)
+LDLIBS_ALL = -lcjson -lm -pthread $(SAN) $(LDFLAGS)
+
+LIB_SRC   := $(sort $(wildcard src/core/*.c src/solvers/*.c src/exec/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_SRC   := $(sort $(wildcard tools/remat/*.c))
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_COMMON_SRC := $(sort $(wildcard tests/common/*.c))
+TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/obj/%.o)
+BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test test-c asan bench install deps demo clean
+all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libremat.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libremat.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libremat.so.0 -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
+	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libremat.a $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_COMMON_OBJ) $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(TEST_COMMON_OBJ) $(BUILD)/libremat.a $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS_ALL)
+
+# The whole suite: C tests, CLI tests, then the Python tests (skipped under ASan).
+test: all $(TEST_BIN)
+	BUILD=$(BUILD) PYTHON_TESTS=$(if $(SAN),0,1) sh tests/run_tests.sh
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
+
+bench: all $(BENCH_BIN)
+	sh bench/run_bench.sh $(BUILD)
+
+demo: all
+	./$(BUILD)/remat info examples/resnet18-like.json
+	./$(BUILD)/remat curve examples/resnet18-like.json --points 12
+
+deps:
+	sh scripts/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/remat \
+	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/libremat.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libremat.so $(DESTDIR)$(PREFIX)/lib/libremat.so.0
+	ln -sf libremat.so.0 $(DESTDIR)$(PREFIX)/lib/libremat.so
+	install -m 644 include/remat/*.h $(DESTDIR)$(PREFIX)/include/remat/
+	install -m 755 $(BUILD)/remat $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' remat.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/remat.pc
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,98 @@
+/* remat: the chain solvers. One entry point, remat_solve(), picks the
+ * algorithm; every schedule it returns passes remat_simulate() with
+ * peak_bytes <= the memory limit. */
+#ifndef REMAT_SOLVERS_H
+#define REMAT_SOLVERS_H
+
+#include "remat/schedule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum remat_algorithm {
+    REMAT_ALG_OPTIMAL = 0, /* persistent optimum, rotor Theorem 1 (optimal.c) */
+    REMAT_ALG_REVOLVE,     /* AD-model DP with precise costs, thesis ch. 3 (revolve.c) */
+    REMAT_ALG_SEQUENTIAL,  /* periodic segments, like checkpoint_sequential (sequential.c) */
+    REMAT_ALG_STORE_ALL,   /* plain autograd (store_all.c) */
+    REMAT_ALG_EXACT,       /* true optimum over all schedules, small chains (exact.c) */
+    REMAT_ALG_POFO,        /* remat + offload DP (pofo.c) */
+    REMAT_ALG_OFFLOAD_ONLY,
+    REMAT_ALG_OPPORTUNIST,
+    REMAT_ALG_AUTOCAPPER,
+    REMAT_ALG_COUNT_
+} remat_algorithm;
+
+/* "optimal", "revolve", "sequential", "store-all", "exact", "pofo",
+ * "offload-only", "opportunist", "autocapper". */
+const char *remat_algorithm_name(remat_algorithm a);
+remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat_error *err);
+
+typedef enum remat_revolve_mode {
+    REMAT_REVOLVE_PRECISE = 0,      /* per-stage costs and sizes */
+    REMAT_REVOLVE_UNIFORM_COST,     /* every stage's times replaced by the chain's mean */
+    REMAT_REVOLVE_UNIFORM_MEMORY    /* every stage's sizes replaced by the chain's largest */
+} remat_revolve_mode;
+
+#define REMAT_DEFAULT_SLOTS 500
+#define REMAT_DEFAULT_OFFLOAD_VALUES 50
+/* Default cap on one solver's tables and search state, in bytes. */
+#define REMAT_DEFAULT_MAX_WORK_BYTES ((uint64_t)8 << 30)
+
+typedef struct remat_solve_options {
+    remat_algorithm algorithm;
+    uint64_t memory;         /* the limit M in bytes (peak of the schedule, SPEC 2) */
+    /* optimal: memory slots S; -1 = REMAT_DEFAULT_SLOTS; 0 = exact bytes. */
+    int64_t slots;
+    uint32_t segments;       /* sequential: K segments; 0 = the best K that fits */
+    uint64_t bucket_bytes;   /* revolve: memory bucket size; 0 = memory / 500 rounded up */
+    remat_revolve_mode revolve_mode;
+    int exact_no_del;        /* exact: 1 forbids Del (persistent-like search space) */
+    double bandwidth;        /* offload solvers: bytes per time unit, each direction */
+    uint32_t offload_values; /* pofo: N memory values; 0 = REMAT_DEFAULT_OFFLOAD_VALUES */
+    uint64_t max_work_bytes; /* cap on tables/search; 0 = REMAT_DEFAULT_MAX_WORK_BYTES */
+    unsigned threads;        /* worker threads; 0 = all online cores */
+} remat_solve_options;
+
+/* Fills defaults: algorithm optimal, memory 0, slots -1, everything else 0. */
+void remat_solve_options_init(remat_solve_options *o);
+
+/* Solves c under o. On success *out is a new schedule (free with
+ * remat_schedule_free()) whose time and peak_bytes are the solver's prediction.
+ * REMAT_E_INFEASIBLE when nothing fits: err->min_memory is then the smallest
+ * limit in bytes that this algorithm can meet (0 if unknown). */
+remat_status remat_solve(const remat_chain *c, const remat_solve_options *o,
+                         remat_schedule **out, remat_error *err);
+
+/* The time-memory trade-off from one table solve. */
+typedef struct remat_curve_point {
+    uint64_t memory; /* a limit in bytes */
+    double time;     /* best time the algorithm achieves within it */
+} remat_curve_point;
+
+typedef struct remat_curve {
+    char algorithm[REMAT_ALGORITHM_MAX];
+    size_t n;
+    remat_curve_point *points; /* increasing memory, non-increasing time */
+} remat_curve;
+
+/* Points from the smallest feasible memory up to the store-all peak (or to
+ * o->memory when it is nonzero). At most max_points points, evenly spread in
+ * memory (0 = every distinct step the table resolves). Free with
+ * remat_curve_free(). */
+remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
+                                 size_t max_points, remat_curve **out, remat_error *err);
+void remat_curve_free(remat_curve *curve);
+
+/* Peak bytes and time of plain autograd (store-all). */
+remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
+                                  remat_error *err);
+
+/* Smallest memory limit in bytes for which the algorithm finds a schedule. */
+remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
+                              uint64_t *out, remat_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+/* remat: status codes, per-call error reports and the library version.
+ *
+ * Every fallible public function returns a remat_status and takes an optional
+ * `remat_error *err` (may be NULL). On failure the error is filled with the
+ * status and a one-line message naming the source, the field and the problem.
+ * There is no global error state. */
+#ifndef REMAT_STATUS_H
+#define REMAT_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REMAT_VERSION_MAJOR 0
+#define REMAT_VERSION_MINOR 1
+#define REMAT_VERSION_PATCH 0
+#define REMAT_VERSION_NUMBER \
+    (REMAT_VERSION_MAJOR * 10000 + REMAT_VERSION_MINOR * 100 + REMAT_VERSION_PATCH)
+
+/* The version of the loaded library, so a binding can check compatibility. */
+int remat_version_number(void);
+const char *remat_version_string(void);
+
+typedef enum remat_status {
+    REMAT_OK = 0,
+    REMAT_E_INPUT = 1,      /* bad input: malformed document, bad field, bad argument */
+    REMAT_E_INFEASIBLE = 2, /* no schedule fits the memory; err->min_memory says what would */
+    REMAT_E_NOMEM = 3,      /* an allocation failed */
+    REMAT_E_TOO_LARGE = 4,  /* a table or search would exceed the documented size limit */
+    REMAT_E_IO = 5,         /* a file could not be read or written */
+    REMAT_E_INTERNAL = 6    /* a bug in remat: please report it */
+} remat_status;
+
+#define REMAT_MESSAGE_MAX 512
+
+typedef struct remat_error {
+    remat_status status;
+    char message[REMAT_MESSAGE_MAX];
+    /* For REMAT_E_INFEASIBLE: the smallest memory limit (bytes, or slots for
+     * join problems) that would have been feasible, or 0 when unknown. */
+    uint64_t min_memory;
+} remat_error;
+
+/* Short stable name of a status, e.g. "REMAT_E_INPUT". Never NULL. */
+const char *remat_status_name(remat_status s);
+
+/* Frees a buffer the library returned (strings from the *_to_json calls). */
+void remat_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

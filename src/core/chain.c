@@ -1,0 +1,96 @@
+/* The chain model: creation, validation and size accessors. */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i) {
+    return i == 0 ? c->input_bytes : c->stages[i - 1].out_bytes;
+}
+
+uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i) {
+    return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
+}
+
+uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i) {
+    if (i == 0) return c->input_grad_bytes;
+    return i >= c->n ? 0 : c->stages[i - 1].grad_bytes;
+}
+
+static remat_status check_time(double v, const char *src, size_t i, const char *field,
+                               remat_error *err) {
+    REMAT__RETURN_IF(!isfinite(v), err, REMAT_E_INPUT, "%s: stages[%zu].%s: not a finite number",
+                     src, i, field);
+    REMAT__RETURN_IF(v < 0, err, REMAT_E_INPUT, "%s: stages[%zu].%s: negative time %g", src, i,
+                     field, v);
+    return REMAT_OK;
+}
+
+static remat_status check_bytes(uint64_t v, const char *src, size_t i, const char *field,
+                                remat_error *err) {
+    REMAT__RETURN_IF(v >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].%s: size %llu is 2^53 or more", src, i, field,
+                     (unsigned long long)v);
+    return REMAT_OK;
+}
+
+/* Validates one stage (index i counts from 0, as in the JSON array). */
+remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t i,
+                                   remat_error *err) {
+    REMAT__FORWARD(check_time(s->fwd_time, src, i, "fwd_time", err));
+    REMAT__FORWARD(check_time(s->bwd_time, src, i, "bwd_time", err));
+    REMAT__FORWARD(check_bytes(s->out_bytes, src, i, "out_bytes", err));
+    REMAT__FORWARD(check_bytes(s->saved_bytes, src, i, "saved_bytes", err));
+    REMAT__FORWARD(check_bytes(s->grad_bytes, src, i, "grad_bytes", err));
+    REMAT__FORWARD(check_bytes(s->fwd_overhead, src, i, "fwd_overhead", err));
+    REMAT__FORWARD(check_bytes(s->bwd_overhead, src, i, "bwd_overhead", err));
+    REMAT__RETURN_IF(s->saved_bytes < s->out_bytes, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].saved_bytes: %llu is less than out_bytes %llu", src, i,
+                     (unsigned long long)s->saved_bytes, (unsigned long long)s->out_bytes);
+    return REMAT_OK;
+}
+
+remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t input_grad_bytes,
+                                const remat_stage *stages, size_t n, remat_chain **out,
+                                remat_error *err) {
+    remat__clear(err);
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_create: out is NULL");
+    *out = NULL;
+    REMAT__RETURN_IF(n == 0, err, REMAT_E_INPUT,
+                     "chain: stages: empty; a chain needs at least the loss stage");
+    REMAT__RETURN_IF(n > REMAT_MAX_STAGES, err, REMAT_E_INPUT,
+                     "chain: stages: %zu stages, more than the limit of %u", n, REMAT_MAX_STAGES);
+    REMAT__RETURN_IF(!stages, err, REMAT_E_INPUT, "remat_chain_create: stages is NULL");
+    REMAT__RETURN_IF(input_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
+                     "chain: input_bytes: size %llu is 2^53 or more",
+                     (unsigned long long)input_bytes);
+    REMAT__RETURN_IF(input_grad_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
+                     "chain: input_grad_bytes: size %llu is 2^53 or more",
+                     (unsigned long long)input_grad_bytes);
+    for (size_t i = 0; i < n; i++) REMAT__FORWARD(remat__stage_validate(&stages[i], "chain", i, err));
+
+    remat_chain *c = calloc(1, sizeof *c);
+    remat_stage *st = remat__calloc(n, sizeof *st);
+    if (!c || !st) {
+        free(c);
+        free(st);
+        return remat__fail(err, REMAT_E_NOMEM, "chain: out of memory");
+    }
+    memcpy(st, stages, n * sizeof *st);
+    for (size_t i = 0; i < n; i++) st[i].name[REMAT_NAME_MAX - 1] = '\0';
+    st[n - 1].grad_bytes = 0; /* the seed d[n] counts 0 */
+    remat__strlcpy(c->name, name ? name : "", sizeof c->name);
+    remat__strlcpy(c->time_unit, "", sizeof c->time_unit);
+    c->input_bytes = input_bytes;
+    c->input_grad_bytes = input_grad_bytes;
+    c->n = n;
+    c->stages = st;
+    *out = c;
+    return REMAT_OK;
+}
+
+void remat_chain_free(remat_chain *c) {
+    if (!c) return;
+    free(c->stages);
+    free(c);
+}

@@ -1,0 +1,73 @@
+/* remat internal helpers: error reporting, checked arithmetic and allocation.
+ * Names here start remat__ and are not part of the API. */
+#ifndef REMAT_INTERNAL_H
+#define REMAT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "remat/remat.h"
+
+#if defined(__GNUC__)
+#define REMAT__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define REMAT__PRINTF(a, b)
+#endif
+
+/* Fills err (if non-NULL) and returns s. */
+remat_status remat__fail(remat_error *err, remat_status s, const char *fmt, ...) REMAT__PRINTF(3, 4);
+
+/* One-line error paths, zstd style. */
+#define REMAT__RETURN_IF(cond, err, status, ...)                 \
+    do {                                                         \
+        if (cond) return remat__fail((err), (status), __VA_ARGS__); \
+    } while (0)
+#define REMAT__FORWARD(expr)             \
+    do {                                 \
+        remat_status remat__s_ = (expr); \
+        if (remat__s_ != REMAT_OK) return remat__s_; \
+    } while (0)
+
+/* Clears err to REMAT_OK. */
+void remat__clear(remat_error *err);
+
+/* Checked arithmetic: return 0 on overflow, 1 on success. */
+static inline int remat__add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a > UINT64_MAX - b) return 0;
+    *out = a + b;
+    return 1;
+}
+static inline int remat__mul_size(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* calloc of n*size bytes with the product checked; NULL on overflow or OOM. */
+void *remat__calloc(size_t n, size_t size);
+/* Same, but reports REMAT_E_NOMEM / REMAT_E_TOO_LARGE through err; `what` names the table. */
+remat_status remat__alloc_table(void **out, size_t n, size_t size, uint64_t max_bytes,
+                                const char *what, remat_error *err);
+
+/* Copies src into a fixed buffer, truncating. */
+void remat__strlcpy(char *dst, const char *src, size_t cap);
+
+/* Growable text buffer for the JSON and CSV writers. */
+typedef struct remat__buf {
+    char *data;
+    size_t len, cap;
+    int oom;
+} remat__buf;
+void remat__buf_printf(remat__buf *b, const char *fmt, ...) REMAT__PRINTF(2, 3);
+/* Hands the text to *out (caller frees with remat_free) or reports NOMEM. */
+remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err);
+
+/* Reads a whole file; *out is NUL-terminated, free with free(). */
+remat_status remat__read_file(const char *path, char **out, size_t *len, remat_error *err);
+remat_status remat__write_file(const char *path, const char *text, remat_error *err);
+
+/* Number of worker threads to use for a request of `want` (0 = online cores). */
+unsigned remat__threads(unsigned want);
+
+#endif

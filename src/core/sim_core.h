@@ -1,0 +1,35 @@
+/* The SPEC section 2 op semantics, one op at a time. Shared by the simulator
+ * and by solvers that search over schedules, so the rules live in one place. */
+#ifndef REMAT_SIM_CORE_H
+#define REMAT_SIM_CORE_H
+
+#include "internal.h"
+
+enum { REMAT__HELD_NONE = 0, REMAT__HELD_A = 1, REMAT__HELD_ABAR = 2 };
+
+typedef struct remat__sim_state {
+    uint8_t *val;    /* [n+1] REMAT__HELD_* for a[i]/abar[i] */
+    uint8_t *dheld;  /* [n+1] 1 when d[i] is held */
+    uint64_t mem;    /* bytes held */
+    uint32_t next_b; /* the B expected next (n..1); 0 when all are done */
+} remat__sim_state;
+
+/* Allocates the arrays and sets the start state: a[0] and the seed d[n]. */
+remat_status remat__sim_state_init(const remat_chain *c, remat__sim_state *st, remat_error *err);
+void remat__sim_state_free(remat__sim_state *st);
+
+/* Applies one compute or Del op. Returns 1 and sets *during (memory in use
+ * while it runs) and *time; or returns 0 with the reason in `reason`.
+ * Off/Pre/Wait are not handled here (see the timed simulator). */
+int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, uint64_t *during,
+                     double *time, char *reason, size_t reason_cap);
+
+/* Escapes s as the inside of a JSON string into b. */
+void remat__buf_json_string(remat__buf *b, const char *s);
+
+/* The timed simulator (Off/Pre/Wait with a host link), simulate_timed.c. */
+remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s,
+                                   const remat_sim_options *opt, remat_sim_result *r,
+                                   remat_error *err);
+
+#endif

@@ -1,0 +1,153 @@
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int remat_version_number(void) { return REMAT_VERSION_NUMBER; }
+
+const char *remat_version_string(void) {
+#define REMAT__STR2(x) #x
+#define REMAT__STR(x) REMAT__STR2(x)
+    return REMAT__STR(REMAT_VERSION_MAJOR) "." REMAT__STR(REMAT_VERSION_MINOR) "." REMAT__STR(
+        REMAT_VERSION_PATCH);
+}
+
+const char *remat_status_name(remat_status s) {
+    switch (s) {
+    case REMAT_OK: return "REMAT_OK";
+    case REMAT_E_INPUT: return "REMAT_E_INPUT";
+    case REMAT_E_INFEASIBLE: return "REMAT_E_INFEASIBLE";
+    case REMAT_E_NOMEM: return "REMAT_E_NOMEM";
+    case REMAT_E_TOO_LARGE: return "REMAT_E_TOO_LARGE";
+    case REMAT_E_IO: return "REMAT_E_IO";
+    case REMAT_E_INTERNAL: return "REMAT_E_INTERNAL";
+    }
+    return "REMAT_E_UNKNOWN";
+}
+
+void remat_free(void *p) { free(p); }
+
+void remat__clear(remat_error *err) {
+    if (!err) return;
+    err->status = REMAT_OK;
+    err->message[0] = '\0';
+    err->min_memory = 0;
+}
+
+remat_status remat__fail(remat_error *err, remat_status s, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->status = s;
+    }
+    return s;
+}
+
+void *remat__calloc(size_t n, size_t size) {
+    size_t total;
+    if (!remat__mul_size(n, size, &total)) return NULL;
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+remat_status remat__alloc_table(void **out, size_t n, size_t size, uint64_t max_bytes,
+                                const char *what, remat_error *err) {
+    size_t total;
+    *out = NULL;
+    if (max_bytes == 0) max_bytes = REMAT_DEFAULT_MAX_WORK_BYTES;
+    REMAT__RETURN_IF(!remat__mul_size(n, size, &total) || (uint64_t)total > max_bytes, err,
+                     REMAT_E_TOO_LARGE,
+                     "%s would need %zu x %zu bytes, more than the limit of %llu bytes; use "
+                     "fewer slots or a larger max_work_bytes",
+                     what, n, size, (unsigned long long)max_bytes);
+    *out = calloc(n ? n : 1, size ? size : 1);
+    REMAT__RETURN_IF(!*out, err, REMAT_E_NOMEM, "%s: out of memory allocating %zu bytes", what,
+                     total);
+    return REMAT_OK;
+}
+
+void remat__strlcpy(char *dst, const char *src, size_t cap) {
+    size_t n = strlen(src);
+    if (cap == 0) return;
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void remat__buf_printf(remat__buf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        size_t room = b->cap - b->len;
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? room : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) { b->oom = 1; return; }
+        if (b->data && (size_t)k < room) { b->len += (size_t)k; return; }
+        size_t ncap = b->cap ? b->cap * 2 : 256;
+        while (ncap < b->len + (size_t)k + 1) ncap *= 2;
+        char *nd = realloc(b->data, ncap);
+        if (!nd) { b->oom = 1; return; }
+        b->data = nd;
+        b->cap = ncap;
+    }
+}
+
+remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err) {
+    *out = NULL;
+    if (b->oom || !b->data) {
+        free(b->data);
+        b->data = NULL;
+        return remat__fail(err, REMAT_E_NOMEM, "out of memory writing text");
+    }
+    *out = b->data;
+    b->data = NULL;
+    return REMAT_OK;
+}
+
+remat_status remat__read_file(const char *path, char **out, size_t *len, remat_error *err) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    REMAT__RETURN_IF(!f, err, REMAT_E_IO, "%s: cannot open file", path);
+    remat__buf b = {0};
+    char chunk[65536];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (b.len + k + 1 > b.cap) {
+            size_t ncap = b.cap ? b.cap : 65536;
+            while (ncap < b.len + k + 1) ncap *= 2;
+            char *nd = realloc(b.data, ncap);
+            if (!nd) { free(b.data); fclose(f); return remat__fail(err, REMAT_E_NOMEM, "%s: out of memory", path); }
+            b.data = nd;
+            b.cap = ncap;
+        }
+        memcpy(b.data + b.len, chunk, k);
+        b.len += k;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(b.data); return remat__fail(err, REMAT_E_IO, "%s: read error", path); }
+    if (!b.data) { b.data = malloc(1); if (!b.data) return remat__fail(err, REMAT_E_NOMEM, "out of memory"); }
+    b.data[b.len] = '\0';
+    *out = b.data;
+    if (len) *len = b.len;
+    return REMAT_OK;
+}
+
+remat_status remat__write_file(const char *path, const char *text, remat_error *err) {
+    FILE *f = fopen(path, "wb");
+    REMAT__RETURN_IF(!f, err, REMAT_E_IO, "%s: cannot open file for writing", path);
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    REMAT__RETURN_IF(bad, err, REMAT_E_IO, "%s: write error", path);
+    return REMAT_OK;
+}
+
+unsigned remat__threads(unsigned want) {
+    if (want) return want;
+    long k = sysconf(_SC_NPROCESSORS_ONLN);
+    return k < 1 ? 1u : (k > 64 ? 64u : (unsigned)k);
+}

@@ -1,0 +1,276 @@
+/* remat_solve(): option checks, dispatch, and the simulator check that every
+ * returned schedule must pass. Also the generic curve and min-memory search
+ * for algorithms without a table of their own. */
+#include <math.h>
+#include <string.h>
+
+#include "solvers_internal.h"
+
+static const char *const alg_names[REMAT_ALG_COUNT_] = {
+    "optimal", "revolve", "sequential", "store-all", "exact",
+    "pofo", "offload-only", "opportunist", "autocapper"};
+
+const char *remat_algorithm_name(remat_algorithm a) {
+    return (unsigned)a < REMAT_ALG_COUNT_ ? alg_names[a] : "?";
+}
+
+remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat_error *err) {
+    for (int a = 0; a < REMAT_ALG_COUNT_; a++)
+        if (strcmp(name, alg_names[a]) == 0) {
+            *out = (remat_algorithm)a;
+            return REMAT_OK;
+        }
+    return remat__fail(err, REMAT_E_INPUT,
+                       "algorithm: unknown \"%.40s\" (one of optimal, revolve, sequential, "
+                       "store-all, exact, pofo, offload-only, opportunist, autocapper)",
+                       name);
+}
+
+void remat_solve_options_init(remat_solve_options *o) {
+    memset(o, 0, sizeof *o);
+    o->algorithm = REMAT_ALG_OPTIMAL;
+    o->slots = -1;
+}
+
+remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err) {
+    remat_op op = {(uint8_t)kind, 0, index};
+    return remat_schedule_push(s, op, err);
+}
+
+remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
+                               uint32_t index, remat_error *err) {
+    remat_op op = {(uint8_t)kind, (uint8_t)v, index};
+    return remat_schedule_push(s, op, err);
+}
+
+remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, double bandwidth,
+                                     remat_error *err) {
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = bandwidth;
+    remat_sim_result *r = NULL;
+    REMAT__FORWARD(remat_simulate(c, s, &so, &r, err));
+    remat_status st = REMAT_OK;
+    if (!r->valid)
+        st = remat__fail(err, REMAT_E_INTERNAL, "%s produced an invalid schedule: op %zu (%s): %s",
+                         s->algorithm, r->fail_op, r->fail_op_text, r->reason);
+    else {
+        s->time = r->time;
+        s->peak_bytes = r->peak_bytes;
+    }
+    remat_sim_result_free(r);
+    return st;
+}
+
+static int is_offload(remat_algorithm a) {
+    return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
+           a == REMAT_ALG_AUTOCAPPER;
+}
+
+static remat_status check_options(const remat_solve_options *o, remat_error *err) {
+    REMAT__RETURN_IF((unsigned)o->algorithm >= REMAT_ALG_COUNT_, err, REMAT_E_INPUT,
+                     "algorithm: unknown value %d", (int)o->algorithm);
+    REMAT__RETURN_IF(o->memory >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
+                     "memory: %llu is 2^53 or more", (unsigned long long)o->memory);
+    REMAT__RETURN_IF(o->slots < -1 || o->slots > 1000000, err, REMAT_E_INPUT,
+                     "slots: %lld is not in 0..1000000 (or -1 for the default)",
+                     (long long)o->slots);
+    REMAT__RETURN_IF(!isfinite(o->bandwidth) || o->bandwidth < 0, err, REMAT_E_INPUT,
+                     "bandwidth: must be a finite number >= 0");
+    REMAT__RETURN_IF(is_offload(o->algorithm) && !(o->bandwidth > 0) &&
+                         o->algorithm != REMAT_ALG_POFO,
+                     err, REMAT_E_INPUT, "bandwidth: %s needs a bandwidth > 0",
+                     remat_algorithm_name(o->algorithm));
+    REMAT__RETURN_IF(o->bucket_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
+                     "bucket: %llu is 2^53 or more", (unsigned long long)o->bucket_bytes);
+    REMAT__RETURN_IF((unsigned)o->revolve_mode > REMAT_REVOLVE_UNIFORM_MEMORY, err, REMAT_E_INPUT,
+                     "revolve mode: unknown value %d", (int)o->revolve_mode);
+    return REMAT_OK;
+}
+
+static remat__solver_fn solver_for(remat_algorithm a) {
+    switch (a) {
+    case REMAT_ALG_OPTIMAL: return remat__solve_optimal;
+    case REMAT_ALG_REVOLVE: return remat__solve_revolve;
+    case REMAT_ALG_SEQUENTIAL: return remat__solve_sequential;
+    case REMAT_ALG_STORE_ALL: return remat__solve_store_all;
+    case REMAT_ALG_EXACT: return remat__solve_exact;
+    case REMAT_ALG_POFO:
+    case REMAT_ALG_OFFLOAD_ONLY: return remat__solve_pofo;
+    case REMAT_ALG_OPPORTUNIST:
+    case REMAT_ALG_AUTOCAPPER: return remat__solve_offload_heuristic;
+    default: return NULL;
+    }
+}
+
+/* Solves and checks, without the min-memory search on failure. */
+static remat_status solve_checked(const remat_chain *c, const remat_solve_options *o,
+                                  remat_schedule **out, remat_error *err) {
+    remat_schedule *s = NULL;
+    REMAT__FORWARD(solver_for(o->algorithm)(c, o, &s, err));
+    double predicted_time = s->time;
+    uint64_t predicted_peak = s->peak_bytes;
+    s->memory_limit = o->memory;
+    remat__strlcpy(s->algorithm, remat_algorithm_name(o->algorithm), sizeof s->algorithm);
+    remat_status st = remat__schedule_measure(c, s, is_offload(o->algorithm) ? o->bandwidth : 0, err);
+    if (st == REMAT_OK && s->peak_bytes > o->memory)
+        st = remat__fail(err, REMAT_E_INTERNAL,
+                         "%s produced a schedule with peak %llu bytes above the limit %llu",
+                         s->algorithm, (unsigned long long)s->peak_bytes,
+                         (unsigned long long)o->memory);
+    if (st != REMAT_OK) {
+        remat_schedule_free(s);
+        return st;
+    }
+    /* Keep the solver's own predictions: the CLI and tests compare them with the simulator. */
+    s->time = predicted_time;
+    s->peak_bytes = predicted_peak;
+    *out = s;
+    return REMAT_OK;
+}
+
+static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint64_t m,
+                       remat_status *hard) {
+    remat_solve_options oo = *o;
+    oo.memory = m;
+    remat_schedule *s = NULL;
+    remat_error e;
+    remat__clear(&e);
+    remat_status st = solve_checked(c, &oo, &s, &e);
+    remat_schedule_free(s);
+    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) *hard = st;
+    return st == REMAT_OK;
+}
+
+remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
+                                  remat_error *err) {
+    remat__clear(err);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = REMAT_MAX_BYTES - 1;
+    remat_schedule *s = NULL;
+    REMAT__FORWARD(remat__solve_store_all(c, &o, &s, err));
+    if (peak_bytes) *peak_bytes = s->peak_bytes;
+    if (time) *time = s->time;
+    remat_schedule_free(s);
+    return REMAT_OK;
+}
+
+remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o, uint64_t *out,
+                              remat_error *err) {
+    remat_error local;
+    if (!err) err = &local;
+    remat__clear(err);
+    REMAT__FORWARD(check_options(o, err));
+    uint64_t hi;
+    REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
+    remat_status hard = REMAT_OK;
+    /* Discretized solvers may need a little more than the store-all peak. */
+    while (!feasible_at(c, o, hi, &hard)) {
+        if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
+        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
+                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
+        hi *= 2;
+    }
+    uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
+    if (lo > 0) lo--;
+    /* invariant: lo infeasible (or below any need), hi feasible */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (feasible_at(c, o, mid, &hard))
+            hi = mid;
+        else {
+            if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
+            lo = mid;
+        }
+    }
+    *out = hi;
+    return REMAT_OK;
+}
+
+remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, remat_schedule **out,
+                         remat_error *err) {
+    remat_error local;
+    if (!err) err = &local; /* solvers may report min_memory through it */
+    remat__clear(err);
+    REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_solve: NULL argument");
+    *out = NULL;
+    REMAT__FORWARD(check_options(o, err));
+    REMAT__RETURN_IF(o->memory < c->input_bytes, err, REMAT_E_INFEASIBLE,
+                     "memory: limit %llu is below the input size %llu",
+                     (unsigned long long)o->memory, (unsigned long long)c->input_bytes);
+    remat_status st = solve_checked(c, o, out, err);
+    if (st == REMAT_E_INFEASIBLE && err->min_memory == 0 &&
+        o->algorithm != REMAT_ALG_EXACT) {
+        remat_error e2;
+        uint64_t m = 0;
+        char keep[REMAT_MESSAGE_MAX];
+        remat__strlcpy(keep, err->message, sizeof keep);
+        if (remat_min_memory(c, o, &m, &e2) == REMAT_OK) err->min_memory = m;
+        remat__strlcpy(err->message, keep, sizeof err->message);
+        err->status = REMAT_E_INFEASIBLE;
+    }
+    return st;
+}
+
+/* Generic curve: min memory, then one solve per point up to the top. */
+static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_options *o,
+                                   size_t max_points, remat_curve **out, remat_error *err) {
+    uint64_t lo, top;
+    REMAT__FORWARD(remat_min_memory(c, o, &lo, err));
+    REMAT__FORWARD(remat_store_all_cost(c, &top, NULL, err));
+    if (o->memory) top = o->memory;
+    if (top < lo) top = lo;
+    if (max_points == 0) max_points = 50;
+    remat_curve *cv = calloc(1, sizeof *cv);
+    if (cv) cv->points = remat__calloc(max_points, sizeof *cv->points);
+    if (!cv || !cv->points) {
+        remat_curve_free(cv);
+        return remat__fail(err, REMAT_E_NOMEM, "curve: out of memory");
+    }
+    remat__strlcpy(cv->algorithm, remat_algorithm_name(o->algorithm), sizeof cv->algorithm);
+    for (size_t k = 0; k < max_points; k++) {
+        uint64_t m = max_points == 1 ? top
+                                     : lo + (uint64_t)((double)(top - lo) * (double)k /
+                                                       (double)(max_points - 1));
+        if (k == max_points - 1) m = top;
+        remat_solve_options oo = *o;
+        oo.memory = m;
+        remat_schedule *s = NULL;
+        remat_status st = solve_checked(c, &oo, &s, err);
+        if (st == REMAT_E_INFEASIBLE) continue; /* non-monotone heuristics */
+        if (st != REMAT_OK) {
+            remat_curve_free(cv);
+            return st;
+        }
+        if (cv->n > 0 && cv->points[cv->n - 1].time <= s->time) {
+            remat_schedule_free(s);
+            continue;
+        }
+        cv->points[cv->n].memory = m;
+        cv->points[cv->n].time = s->time;
+        cv->n++;
+        remat_schedule_free(s);
+    }
+    remat__clear(err);
+    *out = cv;
+    return REMAT_OK;
+}
+
+remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
+                                 size_t max_points, remat_curve **out, remat_error *err) {
+    remat_error local;
+    if (!err) err = &local;
+    remat__clear(err);
+    REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_curve_compute: NULL argument");
+    *out = NULL;
+    REMAT__FORWARD(check_options(o, err));
+    if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__curve_optimal(c, o, max_points, out, err);
+    return curve_by_sweep(c, o, max_points, out, err);
+}
+
+void remat_curve_free(remat_curve *curve) {
+    if (!curve) return;
+    free(curve->points);
+    free(curve);
+}

@@ -1,0 +1,38 @@
+/* Private solver entry points. Each lives in the file named after its paper's
+ * algorithm; remat_solve() in solve.c dispatches and checks the result. */
+#ifndef REMAT_SOLVERS_INTERNAL_H
+#define REMAT_SOLVERS_INTERNAL_H
+
+#include "../core/internal.h"
+
+/* Every solver: on success *out is a new schedule with time/peak_bytes
+ * predicted; REMAT_E_INFEASIBLE (optionally with err->min_memory) when nothing
+ * fits. remat_solve() re-checks every schedule with the simulator. */
+typedef remat_status (*remat__solver_fn)(const remat_chain *c, const remat_solve_options *o,
+                                         remat_schedule **out, remat_error *err);
+
+remat_status remat__solve_optimal(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+remat_status remat__solve_revolve(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+remat_status remat__solve_sequential(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+remat_status remat__solve_store_all(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+remat_status remat__solve_exact(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+/* pofo.c: REMAT_ALG_POFO and REMAT_ALG_OFFLOAD_ONLY. */
+remat_status remat__solve_pofo(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+/* offload_heuristics.c: REMAT_ALG_OPPORTUNIST and REMAT_ALG_AUTOCAPPER. */
+remat_status remat__solve_offload_heuristic(const remat_chain *, const remat_solve_options *, remat_schedule **, remat_error *);
+
+/* optimal.c: the whole curve from one table. */
+remat_status remat__curve_optimal(const remat_chain *, const remat_solve_options *, size_t max_points,
+                                  remat_curve **, remat_error *);
+
+/* Convenience for solvers building schedules. */
+remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
+remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
+                               uint32_t index, remat_error *err);
+
+/* Fills time and peak_bytes of s from the simulator; REMAT_E_INTERNAL if the
+ * schedule is invalid (a solver bug). bandwidth 0 for compute-only schedules. */
+remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, double bandwidth,
+                                     remat_error *err);
+
+#endif

@@ -1,0 +1,26 @@
+/* store-all: plain autograd. Fall 1..n, then B n..1. */
+#include "solvers_internal.h"
+
+remat_status remat__solve_store_all(const remat_chain *c, const remat_solve_options *o,
+                                    remat_schedule **out, remat_error *err) {
+    remat_schedule *s = NULL;
+    REMAT__FORWARD(remat_schedule_new("store-all", &s, err));
+    remat_status st = REMAT_OK;
+    for (size_t i = 1; i <= c->n && st == REMAT_OK; i++)
+        st = remat__push(s, REMAT_OP_FALL, (uint32_t)i, err);
+    for (size_t i = c->n; i >= 1 && st == REMAT_OK; i--)
+        st = remat__push(s, REMAT_OP_B, (uint32_t)i, err);
+    if (st == REMAT_OK) st = remat__schedule_measure(c, s, 0, err);
+    if (st == REMAT_OK && s->peak_bytes > o->memory) {
+        if (err) err->min_memory = s->peak_bytes;
+        st = remat__fail(err, REMAT_E_INFEASIBLE,
+                         "store-all needs %llu bytes, more than the limit of %llu",
+                         (unsigned long long)s->peak_bytes, (unsigned long long)o->memory);
+    }
+    if (st != REMAT_OK) {
+        remat_schedule_free(s);
+        return st;
+    }
+    *out = s;
+    return REMAT_OK;
+}

@@ -1,0 +1,80 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+uint64_t test_rng_next(test_rng *r) {
+    /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t test_rng_range(test_rng *r, uint64_t lo, uint64_t hi) {
+    if (hi <= lo) return lo;
+    return lo + test_rng_next(r) % (hi - lo + 1);
+}
+
+double test_rng_unit(test_rng *r) { return (double)(test_rng_next(r) >> 11) / 9007199254740992.0; }
+
+remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec) {
+    remat_stage *st = calloc(spec->n, sizeof *st);
+    if (!st) { fprintf(stderr, "OOM\n"); exit(3); }
+    uint64_t lo = spec->zero_sizes ? 0 : 1, mx = spec->max_bytes ? spec->max_bytes : 10;
+    for (size_t i = 0; i < spec->n; i++) {
+        remat_stage *s = &st[i];
+        snprintf(s->name, sizeof s->name, "s%zu", i + 1);
+        if (spec->int_times) {
+            s->fwd_time = (double)test_rng_range(r, 0, 10);
+            s->bwd_time = (double)test_rng_range(r, 0, 10);
+        } else {
+            s->fwd_time = 0.1 + 10 * test_rng_unit(r);
+            s->bwd_time = 0.1 + 20 * test_rng_unit(r);
+        }
+        s->out_bytes = test_rng_range(r, lo, mx);
+        s->saved_bytes = s->out_bytes + test_rng_range(r, 0, 2 * mx);
+        s->grad_bytes = spec->grad_sizes ? test_rng_range(r, lo, mx) : s->out_bytes;
+        if (spec->overheads) {
+            s->fwd_overhead = test_rng_range(r, 0, mx);
+            s->bwd_overhead = test_rng_range(r, 0, mx);
+        }
+    }
+    uint64_t in = test_rng_range(r, lo, mx);
+    uint64_t ing = spec->grad_sizes ? test_rng_range(r, lo, mx) : in;
+    remat_chain *c = NULL;
+    remat_error e;
+    if (remat_chain_create("random", in, ing, st, spec->n, &c, &e) != REMAT_OK) {
+        fprintf(stderr, "test_random_chain: %s\n", e.message);
+        exit(3);
+    }
+    free(st);
+    return c;
+}
+
+int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t limit) {
+    remat_sim_result *r = NULL;
+    remat_error e;
+    if (remat_simulate(c, s, NULL, &r, &e) != REMAT_OK) {
+        fprintf(stderr, "  simulate failed: %s\n", e.message);
+        return 0;
+    }
+    int ok = 1;
+    if (!r->valid) {
+        fprintf(stderr, "  %s: invalid at op %zu (%s): %s\n", s->algorithm, r->fail_op,
+                r->fail_op_text, r->reason);
+        ok = 0;
+    } else if (r->peak_bytes > limit) {
+        fprintf(stderr, "  %s: peak %llu > limit %llu\n", s->algorithm,
+                (unsigned long long)r->peak_bytes, (unsigned long long)limit);
+        ok = 0;
+    } else if (fabs(r->time - s->time) > 1e-9 * (1 + fabs(r->time))) {
+        fprintf(stderr, "  %s: predicted time %.17g, simulated %.17g\n", s->algorithm, s->time,
+                r->time);
+        ok = 0;
+    }
+    remat_sim_result_free(r);
+    return ok;
+}

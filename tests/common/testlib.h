@@ -1,0 +1,29 @@
+/* Shared test helpers: a seeded RNG, random chains and a simulator check. */
+#ifndef REMAT_TESTLIB_H
+#define REMAT_TESTLIB_H
+
+#include "remat/remat.h"
+
+typedef struct test_rng { uint64_t s; } test_rng;
+uint64_t test_rng_next(test_rng *r);
+/* Uniform in [lo, hi]. */
+uint64_t test_rng_range(test_rng *r, uint64_t lo, uint64_t hi);
+double test_rng_unit(test_rng *r); /* [0, 1) */
+
+typedef struct test_chain_spec {
+    size_t n;            /* stages, loss included */
+    uint64_t max_bytes;  /* sizes drawn in [1, max_bytes] */
+    int overheads;       /* nonzero: random fwd/bwd overheads */
+    int grad_sizes;      /* nonzero: grad_bytes differ from out_bytes */
+    int zero_sizes;      /* nonzero: some sizes may be 0 */
+    int int_times;       /* nonzero: integer times in [0, 10]; else reals */
+} test_chain_spec;
+
+/* A random chain; never NULL (aborts the test binary on OOM). Free with remat_chain_free. */
+remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec);
+
+/* Simulates s on c; returns 1 when valid with peak <= limit and the
+ * simulated time within 1e-9 relative of s->time, else prints why and returns 0. */
+int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t limit);
+
+#endif

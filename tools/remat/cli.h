@@ -1,0 +1,41 @@
+/* The remat command line: shared helpers. Each command lives in cmd_<name>.c
+ * and uses only the public API. Exit codes: 0 done, 1 infeasible, 2 bad input. */
+#ifndef REMAT_CLI_H
+#define REMAT_CLI_H
+
+#include <stdio.h>
+
+#include "remat/remat.h"
+
+enum { CLI_OK = 0, CLI_INFEASIBLE = 1, CLI_BAD_INPUT = 2 };
+
+/* Prints "remat: <message>" on one line to stderr and returns the exit code for s. */
+int cli_report(remat_status s, const remat_error *err);
+/* Prints "remat: <formatted>" to stderr and returns 2. */
+int cli_usage_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* Exit code for a status. */
+int cli_exit_code(remat_status s);
+
+/* Writes text to path, or stdout when path is NULL. Returns an exit code. */
+int cli_write_output(const char *path, const char *text);
+
+/* Option parsing: returns 1 and advances *i when argv[*i] is `name` with a value. */
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+int cli_is_help(const char *arg);
+
+/* Parses a non-negative finite double; 0 on failure. */
+int cli_parse_double(const char *text, double *out);
+/* Parses an unsigned integer (decimal) up to max; 0 on failure. */
+int cli_parse_uint(const char *text, unsigned long long max, unsigned long long *out);
+
+int cmd_solve(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+int cmd_curve(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_join(int argc, char **argv);
+
+#endif

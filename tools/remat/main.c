@@ -1,0 +1,113 @@
+/* remat: command-line front end of libremat. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: remat COMMAND [ARGS]\n"
+    "\n"
+    "Schedules which activations to keep, recompute or offload when training\n"
+    "under a memory limit.\n"
+    "\n"
+    "commands:\n"
+    "  solve CHAIN --memory M [--algorithm A] [--slots S] [-o FILE]   write a schedule\n"
+    "  simulate CHAIN SCHEDULE [--bandwidth B]                        check a schedule\n"
+    "  curve CHAIN [--algorithm A] [--points K] [--format csv|json]   time against memory\n"
+    "  info CHAIN                                                     summarise a chain\n"
+    "  join PROBLEM [-o FILE] [--curve] [--compare]                   solve a join problem\n"
+    "  version                                                        print the version\n"
+    "\n"
+    "Run `remat COMMAND --help` for a command's options.\n"
+    "Exit status: 0 done, 1 no schedule fits the memory, 2 bad input or usage.\n";
+
+int cli_exit_code(remat_status s) {
+    if (s == REMAT_OK) return CLI_OK;
+    if (s == REMAT_E_INFEASIBLE) return CLI_INFEASIBLE;
+    return CLI_BAD_INPUT;
+}
+
+int cli_report(remat_status s, const remat_error *err) {
+    fprintf(stderr, "remat: %s\n", err && err->message[0] ? err->message : remat_status_name(s));
+    return cli_exit_code(s);
+}
+
+int cli_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("remat: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_BAD_INPUT;
+}
+
+int cli_write_output(const char *path, const char *text) {
+    if (!path) {
+        fputs(text, stdout);
+        return fflush(stdout) == 0 ? CLI_OK : cli_usage_error("cannot write to stdout");
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) return cli_usage_error("%s: cannot open for writing", path);
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    return bad ? cli_usage_error("%s: write error", path) : CLI_OK;
+}
+
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **value) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0') return 0;
+    if (*i + 1 >= argc) {
+        *value = NULL; /* caller reports the missing value */
+        return 1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+int cli_is_help(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
+
+int cli_parse_double(const char *text, double *out) {
+    char *end = NULL;
+    if (!text || !*text) return 0;
+    double v = strtod(text, &end);
+    if (*end || !(v >= 0) || v > 1e300) return 0;
+    *out = v;
+    return 1;
+}
+
+int cli_parse_uint(const char *text, unsigned long long max, unsigned long long *out) {
+    char *end = NULL;
+    if (!text || *text < '0' || *text > '9') return 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end || v > max) return 0;
+    *out = v;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_BAD_INPUT : CLI_OK;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"solve", cmd_solve}, {"simulate", cmd_simulate}, {"curve", cmd_curve},
+                {"info", cmd_info},   {"join", cmd_join}};
+    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("remat %s\n", remat_version_string());
+        return CLI_OK;
+    }
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
+        if (strcmp(argv[1], cmds[k].name) == 0) return cmds[k].fn(argc - 1, argv + 1);
+    return cli_usage_error("unknown command \"%s\"; run `remat --help`", argv[1]);
+}
