@@ -53,21 +53,31 @@ remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t
 remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t input_grad_bytes,
                                 const remat_stage *stages, size_t n, remat_chain **out,
                                 remat_error *err) {
+    return remat__chain_create_src("chain", name, input_bytes, input_grad_bytes, stages, n, out,
+                                   err);
+}
+
+/* remat_chain_create with `src` (a file name) heading the error messages, so
+ * the JSON loader shares this one validation path. */
+remat_status remat__chain_create_src(const char *src, const char *name, uint64_t input_bytes,
+                                     uint64_t input_grad_bytes, const remat_stage *stages,
+                                     size_t n, remat_chain **out, remat_error *err) {
     remat__clear(err);
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_create: out is NULL");
     *out = NULL;
     REMAT__RETURN_IF(n == 0, err, REMAT_E_INPUT,
-                     "chain: stages: empty; a chain needs at least the loss stage");
+                     "%s: stages: empty; a chain needs at least the loss stage", src);
     REMAT__RETURN_IF(n > REMAT_MAX_STAGES, err, REMAT_E_INPUT,
-                     "chain: stages: %zu stages, more than the limit of %u", n, REMAT_MAX_STAGES);
+                     "%s: stages: %zu stages, more than the limit of %u", src, n,
+                     REMAT_MAX_STAGES);
     REMAT__RETURN_IF(!stages, err, REMAT_E_INPUT, "remat_chain_create: stages is NULL");
     REMAT__RETURN_IF(input_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
-                     "chain: input_bytes: size %llu is 2^53 or more",
+                     "%s: input_bytes: size %llu is 2^53 or more", src,
                      (unsigned long long)input_bytes);
     REMAT__RETURN_IF(input_grad_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
-                     "chain: input_grad_bytes: size %llu is 2^53 or more",
+                     "%s: input_grad_bytes: size %llu is 2^53 or more", src,
                      (unsigned long long)input_grad_bytes);
-    for (size_t i = 0; i < n; i++) REMAT__FORWARD(remat__stage_validate(&stages[i], "chain", i, err));
+    for (size_t i = 0; i < n; i++) REMAT__FORWARD(remat__stage_validate(&stages[i], src, i, err));
 
     remat_chain *c = calloc(1, sizeof *c);
     remat_stage *st = remat__calloc(n, sizeof *st);

@@ -1,8 +1,352 @@
-/* PLACEHOLDER: replaced by the real solver. */
+/* exact: the true optimum over every SPEC section 2 schedule of a small chain.
+ *
+ * A schedule is a path in a graph whose nodes are memory states. Between ops
+ * the state is fully described by
+ *   - next_b = b, the B expected next (n..0), and
+ *   - for each index j in 0..b, whether a[j], abar[j] or neither is held.
+ * Nothing with index > b is ever held: B j frees abar[j] and no forward of
+ * stage j may run after B j. The only gradient held is d[b] (B i frees d[i] and
+ * adds d[i-1]; nothing else touches gradients). So memory, validity and the
+ * future of a schedule depend on the state alone, and a shortest path from the
+ * start (b = n, a[0] held) to b = 0, using only ops whose in-use memory is
+ * <= M, is an optimal schedule. Edges are applied with remat__sim_apply(), the
+ * simulator's own rules, so the search cannot drift from SPEC.
+ *
+ * The search is A* keyed by (time + heuristic, peak); the heuristic is
+ *   h = sum_{i<=b} bwd_time[i] + sum_{i<=b, abar[i] not held} fwd_time[i]:
+ * every remaining B must run, and B i needs abar[i], which only Fall i creates.
+ * h is consistent (Fall i lowers h by exactly its cost, B b by exactly its
+ * cost, Del only raises h, Fn/Fck never drop an abar), so each state is
+ * settled once. Ties on time go to the lower peak; (sum, max) pairs compare
+ * monotonically along paths, so this stays exact.
+ *
+ * Pruning, each sound (it never removes the only optimal schedule):
+ *  P1 (Del allowed) no forward recomputes a value already held at the level it
+ *     produces: such an op leaves the state unchanged or only frees plain
+ *     a[i-1] (Fn); Del a[i-1] reaches the same state in time 0 with in-use
+ *     memory = memory held, which is <= the forward's.
+ *  P2 (Del allowed) no Fn/Fck of stage b: plain a[b] is useless (B b needs
+ *     abar[b], forward b+1 may not run before B b+1, which already ran), so
+ *     the op only costs time and memory; its side effect (freeing plain
+ *     a[b-1]) is Del a[b-1], again free.
+ *  P3 never free a[0] (Del a[0], Fn 1): B 1 needs it and nothing recomputes it.
+ *  P4 Fn i with a[i-1] not plain is Fck i (same state, same cost): skipped.
+ *  P5 (no Del) self-loops are skipped; a path never gains from one.
+ * With o->exact_no_del, P1 and P2 do not apply: Fn is then the only way to
+ * drop a value early, so the search keeps every op SPEC allows except Del.
+ *
+ * When nothing fits, the same graph is searched for the smallest peak instead
+ * (a bottleneck path, keyed by (peak, time)), which is the exact min memory.
+ * The state count is (3^(n+2) - 3) / 2 (about 2.4 million for n = 12); the
+ * search refuses n > REMAT_EXACT_MAX_STAGES and tables above max_work_bytes. */
+#include <math.h>
+#include <string.h>
+
+#include "../core/sim_core.h"
 #include "solvers_internal.h"
+
+#define EXACT_MAX_STAGES 12
+#define POS_NONE UINT32_MAX
+#define POS_DONE (UINT32_MAX - 1)
+
+typedef struct exact_node {
+    double g;        /* time of the best path found */
+    double f;        /* g + heuristic */
+    uint64_t peak;   /* largest in-use memory on that path */
+    uint32_t parent; /* previous state on that path */
+    uint32_t pos;    /* heap position, POS_NONE (never seen) or POS_DONE (settled) */
+    uint16_t op;     /* packed op leading here */
+} exact_node;
+
+typedef struct exact_search {
+    const remat_chain *c;
+    uint32_t n;
+    int no_del;
+    int by_peak;    /* 1: minimise the peak (min memory); 0: the time within limit */
+    uint64_t limit; /* in-use memory bound per op (time mode) */
+    uint32_t off[EXACT_MAX_STAGES + 2];  /* first id of the states with next_b = b */
+    uint32_t pow3[EXACT_MAX_STAGES + 2];
+    exact_node *nodes;
+    uint32_t *heap;
+    size_t heap_len;
+    uint8_t base[EXACT_MAX_STAGES + 1]; /* the state being expanded */
+    uint32_t base_b;
+    remat__sim_state sim;
+} exact_search;
+
+static uint16_t pack_op(remat_op op) {
+    return (uint16_t)(op.kind | (op.value << 3) | (op.index << 4));
+}
+
+static remat_op unpack_op(uint16_t p) {
+    remat_op op = {(uint8_t)(p & 7u), (uint8_t)((p >> 3) & 1u), (uint32_t)(p >> 4)};
+    return op;
+}
+
+static uint32_t encode(const exact_search *x, const uint8_t *val, uint32_t b) {
+    uint32_t id = x->off[b];
+    for (uint32_t j = 0; j <= b; j++) id += val[j] * x->pow3[j];
+    return id;
+}
+
+static void decode(const exact_search *x, uint32_t id, uint8_t *val, uint32_t *b) {
+    uint32_t bb = 0;
+    while (id >= x->off[bb + 1]) bb++;
+    id -= x->off[bb];
+    for (uint32_t j = 0; j <= x->n; j++) {
+        val[j] = j <= bb ? (uint8_t)(id % 3) : REMAT__HELD_NONE;
+        if (j <= bb) id /= 3;
+    }
+    *b = bb;
+}
+
+static double heuristic(const exact_search *x, const uint8_t *val, uint32_t b) {
+    if (x->by_peak) return 0;
+    double h = 0;
+    for (uint32_t i = 1; i <= b; i++) {
+        h += x->c->stages[i - 1].bwd_time;
+        if (val[i] != REMAT__HELD_ABAR) h += x->c->stages[i - 1].fwd_time;
+    }
+    return h;
+}
+
+/* Strict order of the heap. */
+static int before(const exact_search *x, uint32_t u, uint32_t v) {
+    const exact_node *a = &x->nodes[u], *b = &x->nodes[v];
+    if (x->by_peak) {
+        if (a->peak != b->peak) return a->peak < b->peak;
+        return a->g < b->g;
+    }
+    if (a->f != b->f) return a->f < b->f;
+    return a->peak < b->peak;
+}
+
+static void heap_set(exact_search *x, size_t k, uint32_t id) {
+    x->heap[k] = id;
+    x->nodes[id].pos = (uint32_t)k;
+}
+
+static void sift_up(exact_search *x, size_t k) {
+    uint32_t id = x->heap[k];
+    while (k > 0 && before(x, id, x->heap[(k - 1) / 2])) {
+        heap_set(x, k, x->heap[(k - 1) / 2]);
+        k = (k - 1) / 2;
+    }
+    heap_set(x, k, id);
+}
+
+static void sift_down(exact_search *x, size_t k) {
+    uint32_t id = x->heap[k];
+    for (;;) {
+        size_t l = 2 * k + 1, best = k;
+        uint32_t best_id = id;
+        if (l < x->heap_len && before(x, x->heap[l], best_id)) best = l, best_id = x->heap[l];
+        if (l + 1 < x->heap_len && before(x, x->heap[l + 1], best_id)) best = l + 1, best_id = x->heap[l + 1];
+        if (best == k) break;
+        heap_set(x, k, best_id);
+        k = best;
+    }
+    heap_set(x, k, id);
+}
+
+static uint32_t heap_pop(exact_search *x) {
+    uint32_t top = x->heap[0];
+    x->heap_len--;
+    if (x->heap_len > 0) {
+        x->heap[0] = x->heap[x->heap_len];
+        sift_down(x, 0);
+    }
+    x->nodes[top].pos = POS_DONE;
+    return top;
+}
+
+/* Offers the path (g, peak) through `from` by `op` to state `to`. */
+static void relax(exact_search *x, uint32_t from, uint32_t to, remat_op op, double g,
+                  uint64_t peak) {
+    exact_node *v = &x->nodes[to];
+    if (v->pos == POS_DONE) return;
+    if (v->pos != POS_NONE) {
+        int better = x->by_peak ? (peak < v->peak || (peak == v->peak && g < v->g))
+                                : (g < v->g || (g == v->g && peak < v->peak));
+        if (!better) return;
+    }
+    v->f = g + heuristic(x, x->sim.val, x->sim.next_b);
+    v->g = g;
+    v->peak = peak;
+    v->parent = from;
+    v->op = pack_op(op);
+    if (v->pos == POS_NONE) {
+        x->heap_len++;
+        heap_set(x, x->heap_len - 1, to);
+    }
+    sift_up(x, v->pos);
+}
+
+/* Applies op to the state being expanded and relaxes the result. Returns 0 on
+ * an internal inconsistency (a value held above next_b). */
+static int try_op(exact_search *x, uint32_t from, remat_op op) {
+    remat__sim_state *s = &x->sim;
+    uint32_t b = x->base_b;
+    memcpy(s->val, x->base, x->n + 1u);
+    memset(s->dheld, 0, x->n + 1u);
+    s->dheld[b] = 1;
+    s->next_b = b;
+    s->mem = remat_chain_d_bytes(x->c, b);
+    for (uint32_t j = 0; j <= b; j++) {
+        if (x->base[j] == REMAT__HELD_A) s->mem += remat_chain_a_bytes(x->c, j);
+        if (x->base[j] == REMAT__HELD_ABAR) s->mem += remat_chain_abar_bytes(x->c, j);
+    }
+    uint64_t during;
+    double t;
+    char why[128];
+    if (!remat__sim_apply(x->c, s, op, &during, &t, why, sizeof why)) return 1;
+    if (!x->by_peak && during > x->limit) return 1;
+    for (uint32_t j = s->next_b + 1; j <= x->n; j++)
+        if (s->val[j] != REMAT__HELD_NONE) return 0;
+    uint32_t to = encode(x, s->val, s->next_b);
+    if (to == from) return 1; /* P5 */
+    const exact_node *u = &x->nodes[from];
+    relax(x, from, to, op, u->g + t, during > u->peak ? during : u->peak);
+    return 1;
+}
+
+static int expand(exact_search *x, uint32_t id) {
+    decode(x, id, x->base, &x->base_b);
+    uint32_t b = x->base_b;
+    int ok = 1;
+    for (uint32_t i = 1; i <= b && ok; i++) {
+        uint8_t have = x->base[i], in = x->base[i - 1];
+        if (in == REMAT__HELD_NONE) continue;
+        remat_op op = {REMAT_OP_FALL, 0, i};
+        if (have != REMAT__HELD_ABAR) ok &= try_op(x, id, op);
+        int plain_useful = x->no_del || (have == REMAT__HELD_NONE && i < b); /* P1, P2 */
+        if (!plain_useful) continue;
+        op.kind = REMAT_OP_FCK;
+        ok &= try_op(x, id, op);
+        op.kind = REMAT_OP_FN;
+        if (in == REMAT__HELD_A && i > 1) ok &= try_op(x, id, op); /* P3, P4 */
+    }
+    remat_op bop = {REMAT_OP_B, 0, b};
+    if (b >= 1 && ok) ok &= try_op(x, id, bop);
+    for (uint32_t j = 1; j <= b && ok && !x->no_del; j++) { /* P3: never j = 0 */
+        if (x->base[j] == REMAT__HELD_NONE) continue;
+        remat_op del = {REMAT_OP_DEL,
+                        x->base[j] == REMAT__HELD_ABAR ? REMAT_VALUE_ABAR : REMAT_VALUE_A, j};
+        ok &= try_op(x, id, del);
+    }
+    return ok;
+}
+
+/* Runs the search; *found is 1 when the goal (every B done) was reached. */
+static remat_status search(exact_search *x, int *found, remat_error *err) {
+    size_t states = x->off[x->n + 1];
+    for (size_t k = 0; k < states; k++) x->nodes[k].pos = POS_NONE;
+    x->heap_len = 0;
+    uint8_t start[EXACT_MAX_STAGES + 1] = {0};
+    start[0] = REMAT__HELD_A;
+    uint32_t sid = encode(x, start, x->n);
+    exact_node *s = &x->nodes[sid];
+    s->g = 0;
+    s->f = heuristic(x, start, x->n);
+    s->peak = x->c->input_bytes;
+    s->parent = sid;
+    x->heap_len = 1;
+    heap_set(x, 0, sid);
+    *found = 0;
+    while (x->heap_len > 0) {
+        uint32_t id = heap_pop(x);
+        if (id == 0) { /* next_b = 0 with nothing held: the only goal state */
+            *found = 1;
+            return REMAT_OK;
+        }
+        REMAT__RETURN_IF(!expand(x, id), err, REMAT_E_INTERNAL,
+                         "exact: a state holds a value above next_b");
+    }
+    return REMAT_OK;
+}
+
+static remat_status build_schedule(exact_search *x, remat_schedule **out, remat_error *err) {
+    size_t len = 0;
+    for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent) len++;
+    remat_op *ops = NULL;
+    REMAT__FORWARD(remat__alloc_table((void **)&ops, len, sizeof *ops, 0, "exact: schedule", err));
+    size_t k = len;
+    for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent)
+        ops[--k] = unpack_op(x->nodes[id].op);
+    remat_schedule *s = NULL;
+    remat_status st = remat_schedule_new("exact", &s, err);
+    for (k = 0; k < len && st == REMAT_OK; k++) st = remat_schedule_push(s, ops[k], err);
+    free(ops);
+    if (st == REMAT_OK) st = remat__schedule_measure(x->c, s, 0, err);
+    double g = x->nodes[0].g;
+    if (st == REMAT_OK && (s->peak_bytes != x->nodes[0].peak ||
+                           fabs(s->time - g) > 1e-9 * (1 + fabs(g))))
+        st = remat__fail(err, REMAT_E_INTERNAL,
+                         "exact: search predicted time %.17g peak %llu, simulator says %.17g %llu",
+                         g, (unsigned long long)x->nodes[0].peak, s->time,
+                         (unsigned long long)s->peak_bytes);
+    if (st != REMAT_OK) {
+        remat_schedule_free(s);
+        return st;
+    }
+    *out = s;
+    return REMAT_OK;
+}
+
+static remat_status setup(exact_search *x, const remat_chain *c, const remat_solve_options *o,
+                          remat_error *err) {
+    memset(x, 0, sizeof *x);
+    REMAT__RETURN_IF(c->n > EXACT_MAX_STAGES, err, REMAT_E_TOO_LARGE,
+                     "exact: the chain has %zu stages; the exact search handles at most %d "
+                     "(its state space grows as 3^n): use optimal",
+                     c->n, EXACT_MAX_STAGES);
+    x->c = c;
+    x->n = (uint32_t)c->n;
+    x->no_del = o->exact_no_del != 0;
+    x->limit = o->memory;
+    x->pow3[0] = 1;
+    for (uint32_t j = 1; j <= x->n + 1; j++) x->pow3[j] = 3 * x->pow3[j - 1];
+    for (uint32_t b = 0; b <= x->n; b++) x->off[b + 1] = x->off[b] + x->pow3[b + 1];
+    size_t states = x->off[x->n + 1];
+    uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    uint64_t node_bytes = (uint64_t)states * sizeof(exact_node);
+    REMAT__FORWARD(remat__alloc_table((void **)&x->nodes, states, sizeof(exact_node), cap,
+                                      "exact: state table", err));
+    remat_status st = remat__alloc_table((void **)&x->heap, states, sizeof(uint32_t),
+                                         cap > node_bytes ? cap - node_bytes : 1,
+                                         "exact: search queue", err);
+    if (st == REMAT_OK) st = remat__sim_state_init(c, &x->sim, err);
+    return st;
+}
+
+static void teardown(exact_search *x) {
+    free(x->nodes);
+    free(x->heap);
+    remat__sim_state_free(&x->sim);
+}
 
 remat_status remat__solve_exact(const remat_chain *c, const remat_solve_options *o,
                                 remat_schedule **out, remat_error *err) {
-    (void)c; (void)o; (void)out;
-    return remat__fail(err, REMAT_E_INPUT, "exact: not implemented yet");
+    exact_search x;
+    remat_status st = setup(&x, c, o, err);
+    int found = 0;
+    if (st == REMAT_OK) st = search(&x, &found, err);
+    if (st == REMAT_OK && found) st = build_schedule(&x, out, err);
+    if (st == REMAT_OK && !found) {
+        x.by_peak = 1;
+        st = search(&x, &found, err);
+        if (st == REMAT_OK && !found)
+            st = remat__fail(err, REMAT_E_INTERNAL, "exact: no schedule at any memory");
+        if (st == REMAT_OK) {
+            uint64_t need = x.nodes[0].peak;
+            if (err) err->min_memory = need;
+            st = remat__fail(err, REMAT_E_INFEASIBLE,
+                             "exact: no schedule%s fits in %llu bytes; the smallest limit that "
+                             "fits is %llu bytes",
+                             x.no_del ? " without Del" : "", (unsigned long long)o->memory,
+                             (unsigned long long)need);
+        }
+    }
+    teardown(&x);
+    return st;
 }

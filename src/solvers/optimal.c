@@ -1,14 +1,667 @@
-/* PLACEHOLDER: replaced by the real solver. */
+/* optimal: rotor's optimal persistent schedule (Theorem 1, Algorithms 1-2),
+ * with the memory terms re-derived from SPEC section 2 (docs/optimal.md).
+ *
+ * C(s, t, m) is the best time to turn d[t] into d[s-1] for stages s..t when
+ * a[s-1] (plain or abar) is held outside the budget m and d[t] inside it.
+ * The table stores, for each pair (s, t), only the budgets between the
+ * sub-chain's smallest need lo(s,t) and its store-all need g(s,t): below lo
+ * it is infinite, from g on it is the plain forward+backward time. Rows are
+ * float, filled diagonal by diagonal by worker threads; the schedule is
+ * rebuilt from the table and its time and peak recomputed exactly. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
 #include "solvers_internal.h"
 
+/* Sizes are saturated here so sums of a few of them never wrap. */
+#define OPT_LIM ((uint64_t)1 << 60)
+
+static uint64_t sat(uint64_t x) { return x > OPT_LIM ? OPT_LIM : x; }
+static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return max2(max2(a, b), c); }
+
+/* floor(x * s / m) and ceil(x * s / m), saturated; m > 0. */
+static uint64_t mul_div(uint64_t x, uint64_t s, uint64_t m, int up) {
+#ifdef __SIZEOF_INT128__
+    unsigned __int128 p = (unsigned __int128)x * s;
+    unsigned __int128 q = up ? (p + m - 1) / m : p / m;
+    return q > OPT_LIM ? OPT_LIM : (uint64_t)q;
+#else
+    long double q = (long double)x * (long double)s / (long double)m;
+    q = up ? ceill(q) : floorl(q);
+    return q > (long double)OPT_LIM ? OPT_LIM : (uint64_t)q;
+#endif
+}
+
+/* Sizes in table units (bytes, or slots rounded up) and per-pair bounds. */
+typedef struct opt_ctx {
+    const remat_chain *c;
+    size_t n;
+    uint64_t *a, *ab, *d, *of, *ob; /* [n+1], index = stage or value */
+    uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
+    uint64_t budget;                /* inside budget at the top (units) */
+    uint64_t *lo, *lot, *g;         /* [n*n] need (also transposed), store-all need */
+    size_t *off;                    /* [n*n] row offsets into tab */
+    float *tab;
+    double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times, scaled */
+    double scale;     /* times * scale keep float tables well inside range */
+} opt_ctx;
+
+#define IDX(x, s, t) (((s) - 1) * (x)->n + ((t) - 1))
+
+static void ctx_free(opt_ctx *x) {
+    free(x->a); free(x->ab); free(x->d); free(x->of); free(x->ob); free(x->fnp);
+    free(x->lo); free(x->lot); free(x->g); free(x->off); free(x->tab);
+    free(x->pf); free(x->pfb);
+    memset(x, 0, sizeof *x);
+}
+
+/* The Fall s / B s needs with d[t] held: m_all(s, t) of the paper, derived. */
+static uint64_t m_all(const opt_ctx *x, size_t s, size_t t) {
+    return max2(sat(x->d[t] + x->ab[s] + x->of[s]),
+                sat(x->ab[s] + x->d[s] + x->d[s - 1] + x->ob[s]));
+}
+
+/* Converts sizes into units: bytes when slots == 0, else ceil(bytes * S / M). */
+static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
+    const remat_chain *c = x->c;
+    for (size_t i = 0; i <= x->n; i++) {
+        uint64_t v[5] = {remat_chain_a_bytes(c, i), i ? remat_chain_abar_bytes(c, i) : 0,
+                         remat_chain_d_bytes(c, i), i ? c->stages[i - 1].fwd_overhead : 0,
+                         i ? c->stages[i - 1].bwd_overhead : 0};
+        for (int k = 0; k < 5; k++) v[k] = slots ? mul_div(v[k], slots, mem, 1) : sat(v[k]);
+        x->a[i] = v[0]; x->ab[i] = v[1]; x->d[i] = v[2]; x->of[i] = v[3]; x->ob[i] = v[4];
+    }
+    for (size_t j = 1; j <= x->n; j++) x->fnp[j] = sat(x->a[j - 1] + x->a[j] + x->of[j]);
+    uint64_t in = remat_chain_a_bytes(c, 0);
+    if (mem < in) x->budget = 0;
+    else x->budget = slots ? mul_div(mem - in, slots, mem, 0) : mem - in;
+}
+
+/* lo(s,t): the smallest budget any schedule of the recurrence fits in, and
+ * g(s,t): the need of Fall s..t, B t..s (beyond it C is the plain time). */
+static void ctx_bounds(opt_ctx *x) {
+    size_t n = x->n;
+    for (size_t s = n; s >= 1; s--) {
+        size_t ss = IDX(x, s, s);
+        x->lo[ss] = x->g[ss] = m_all(x, s, s);
+        x->lot[ss] = x->lo[ss];
+        const uint64_t *lo_s = x->lo + IDX(x, s, 1); /* lo_s[u-1] = lo(s, u) */
+        for (size_t t = s + 1; t <= n; t++) {
+            uint64_t ma = m_all(x, s, t);
+            x->g[IDX(x, s, t)] = max2(ma, sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
+            uint64_t best = max2(ma, sat(x->ab[s] + x->lo[IDX(x, s + 1, t)]));
+            const uint64_t *lo_t = x->lot + IDX(x, t, 1); /* lo_t[u-1] = lo(u, t) */
+            uint64_t run = sat(x->a[s] + x->of[s]);
+            for (size_t sp = s + 1; sp <= t; sp++) {
+                if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
+                uint64_t v = max3(x->d[t] + run, x->a[sp - 1] + lo_t[sp - 1], lo_s[sp - 2]);
+                if (v < best) best = v;
+            }
+            best = sat(best);
+            x->lo[IDX(x, s, t)] = best;
+            x->lot[IDX(x, t, s)] = best;
+        }
+    }
+}
+
+static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work,
+                             remat_error *err) {
+    memset(x, 0, sizeof *x);
+    x->c = c;
+    x->n = c->n;
+    size_t n1 = c->n + 1, nn;
+    REMAT__RETURN_IF(!remat__mul_size(c->n, c->n, &nn), err, REMAT_E_TOO_LARGE,
+                     "optimal: chain of %zu stages is too long", c->n);
+    uint64_t **v1[6] = {&x->a, &x->ab, &x->d, &x->of, &x->ob, &x->fnp};
+    for (int k = 0; k < 6; k++) {
+        *v1[k] = remat__calloc(n1, sizeof(uint64_t));
+        if (!*v1[k]) return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+    }
+    x->pf = remat__calloc(n1, sizeof(double));
+    x->pfb = remat__calloc(n1, sizeof(double));
+    if (!x->pf || !x->pfb) return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+    uint64_t cap = max_work ? max_work : REMAT_DEFAULT_MAX_WORK_BYTES;
+    uint64_t per = (uint64_t)nn * 8;
+    REMAT__RETURN_IF(per / 8 != nn || per > cap / 4, err, REMAT_E_TOO_LARGE,
+                     "optimal: the per-pair bounds of %zu stages would need %llu bytes, more "
+                     "than the work limit of %llu bytes",
+                     c->n, (unsigned long long)(per * 4), (unsigned long long)cap);
+    REMAT__FORWARD(remat__alloc_table((void **)&x->lo, nn, sizeof(uint64_t), cap, "optimal bounds", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->lot, nn, sizeof(uint64_t), cap, "optimal bounds", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, sizeof(uint64_t), cap, "optimal bounds", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->off, nn, sizeof(size_t), cap, "optimal offsets", err));
+    /* Scale times by a power of two so the float table keeps its precision. */
+    double total = 0;
+    for (size_t i = 1; i <= c->n; i++) total += c->stages[i - 1].fwd_time + c->stages[i - 1].bwd_time;
+    int e = 0;
+    if (total > 0 && isfinite(total)) frexp(total, &e);
+    x->scale = ldexp(1.0, 20 - e);
+    for (size_t i = 1; i <= c->n; i++) {
+        x->pf[i] = x->pf[i - 1] + c->stages[i - 1].fwd_time * x->scale;
+        x->pfb[i] = x->pfb[i - 1] +
+                    (c->stages[i - 1].fwd_time + c->stages[i - 1].bwd_time) * x->scale;
+    }
+    return REMAT_OK;
+}
+
+/* ---- table rows ---- */
+
+static uint64_t row_hi(const opt_ctx *x, size_t id) {
+    uint64_t top = x->budget + 1;
+    return x->g[id] < top ? x->g[id] : top;
+}
+
+static float tmin_f(const opt_ctx *x, size_t s, size_t t) {
+    return (float)(x->pfb[t] - x->pfb[s - 1]);
+}
+
+/* C(s, t, .) as a row: k < lo is infinite, lo <= k < hi reads row, else tail. */
+typedef struct opt_view {
+    const float *row;
+    uint64_t lo, hi;
+    float tail;
+} opt_view;
+
+static opt_view view_of(const opt_ctx *x, size_t s, size_t t) {
+    size_t id = IDX(x, s, t);
+    opt_view v = {x->tab + x->off[id], x->lo[id], row_hi(x, id), tmin_f(x, s, t)};
+    if (v.hi < v.lo) v.hi = v.lo;
+    return v;
+}
+
+static float view_at(const opt_view *v, uint64_t k) {
+    if (k < v->lo) return INFINITY;
+    return k < v->hi ? v->row[k - v->lo] : v->tail;
+}
+
+/* out[i] = min(out[i], (c + a[i]) + b[i]); the scalar rebuild uses the same
+ * order of additions, so it finds the exact stored values again. */
+#if defined(__GNUC__)
+typedef float opt_v8f __attribute__((vector_size(32), aligned(4)));
+typedef int32_t opt_v8i __attribute__((vector_size(32), aligned(4)));
+#define OPT_VMIN(x, y) ((opt_v8f)((((x) < (y)) & (opt_v8i)(x)) | (~((x) < (y)) & (opt_v8i)(y))))
+#define OPT_KERNEL(name, A, B)                                                         \
+    static void name(float *restrict o, const float *restrict a, const float *restrict b, \
+                     float ca, float cb, float c, size_t len) {                        \
+        size_t i = 0;                                                                  \
+        for (; i + 8 <= len; i += 8) {                                                 \
+            opt_v8f va, vb, y = *(const opt_v8f *)(o + i);                             \
+            if (A) va = *(const opt_v8f *)(a + i); else va = (opt_v8f){0} + ca;        \
+            if (B) vb = *(const opt_v8f *)(b + i); else vb = (opt_v8f){0} + cb;        \
+            opt_v8f v = (c + va) + vb;                                                 \
+            *(opt_v8f *)(o + i) = OPT_VMIN(v, y);                                      \
+        }                                                                              \
+        for (; i < len; i++) {                                                         \
+            float v = (c + (A ? a[i] : ca)) + (B ? b[i] : cb);                         \
+            if (v < o[i]) o[i] = v;                                                    \
+        }                                                                              \
+    }
+#else
+#define OPT_KERNEL(name, A, B)                                                         \
+    static void name(float *restrict o, const float *restrict a, const float *restrict b, \
+                     float ca, float cb, float c, size_t len) {                        \
+        for (size_t i = 0; i < len; i++) {                                             \
+            float v = (c + (A ? a[i] : ca)) + (B ? b[i] : cb);                         \
+            if (v < o[i]) o[i] = v;                                                    \
+        }                                                                              \
+    }
+#endif
+OPT_KERNEL(kern_rr, 1, 1)
+OPT_KERNEL(kern_rc, 1, 0)
+OPT_KERNEL(kern_cr, 0, 1)
+OPT_KERNEL(kern_cc, 0, 0)
+
+/* row[m - rlo] = min(row, (c + A(m - w)) + B(m)) for m in [m0, m1), split into
+ * stretches where A and B are each either a row or their constant tail. */
+static void relax(float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c, const opt_view *A,
+                  uint64_t w, const opt_view *B) {
+    uint64_t m = m0;
+    while (m < m1) {
+        int ar = m - w < A->hi, br = m < B->hi;
+        uint64_t end = m1;
+        if (ar && A->hi + w < end) end = A->hi + w;
+        if (br && B->hi < end) end = B->hi;
+        size_t len = (size_t)(end - m);
+        float *o = row + (m - rlo);
+        const float *pa = ar ? A->row + (m - w - A->lo) : NULL;
+        const float *pb = br ? B->row + (m - B->lo) : NULL;
+        if (ar && br) kern_rr(o, pa, pb, 0, 0, c, len);
+        else if (ar) kern_rc(o, pa, NULL, 0, B->tail, c, len);
+        else if (br) kern_cr(o, NULL, pb, A->tail, 0, c, len);
+        else kern_cc(o, NULL, NULL, A->tail, B->tail, c, len);
+        m = end;
+    }
+}
+
+static const opt_view opt_zero = {NULL, 0, 0, 0.0f};
+
+/* Fills the row of (s, t), t > s, from rows of shorter sub-chains. */
+static void fill_row(const opt_ctx *x, size_t s, size_t t) {
+    size_t id = IDX(x, s, t);
+    uint64_t lo = x->lo[id], hi = row_hi(x, id);
+    if (hi <= lo) return;
+    float *row = x->tab + x->off[id];
+    for (size_t i = 0; i < hi - lo; i++) row[i] = INFINITY;
+    /* Fall s; (s+1, t) with abar[s] held outside its budget; B s. */
+    opt_view A = view_of(x, s + 1, t);
+    uint64_t m0 = max3(lo, m_all(x, s, t), A.lo + x->ab[s]);
+    float cf = (float)((x->pfb[s] - x->pfb[s - 1]));
+    if (m0 < hi) relax(row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero);
+    /* Fck s, Fn s+1..s'-1; (s', t) with a[s'-1] held outside; then (s, s'-1). */
+    uint64_t run = sat(x->a[s] + x->of[s]);
+    for (size_t sp = s + 1; sp <= t; sp++) {
+        if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
+        A = view_of(x, sp, t);
+        opt_view B = view_of(x, s, sp - 1);
+        m0 = max3(max2(lo, x->d[t] + run), A.lo + x->a[sp - 1], B.lo);
+        if (m0 >= hi) continue;
+        float c = (float)(x->pf[sp - 1] - x->pf[s - 1]);
+        relax(row, lo, m0, hi, c, &A, x->a[sp - 1], &B);
+    }
+}
+
+/* C(s, t, m) for any pair, including the diagonal (which has no row). */
+static float table_at(const opt_ctx *x, size_t s, size_t t, uint64_t m) {
+    opt_view v = view_of(x, s, t);
+    return view_at(&v, m);
+}
+
+/* ---- parallel fill, diagonal by diagonal ---- */
+
+typedef struct opt_barrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned count, waiting;
+    unsigned long gen;
+} opt_barrier;
+
+static void barrier_wait(opt_barrier *b) {
+    pthread_mutex_lock(&b->mu);
+    unsigned long g = b->gen;
+    if (++b->waiting >= b->count) {
+        b->waiting = 0;
+        b->gen++;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        while (g == b->gen) pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+typedef struct opt_fill {
+    const opt_ctx *x;
+    opt_barrier bar;
+    atomic_size_t *next; /* [n] next s to take on diagonal k */
+} opt_fill;
+
+static void *fill_worker(void *arg) {
+    opt_fill *f = arg;
+    size_t n = f->x->n;
+    for (size_t k = 1; k < n; k++) {
+        size_t s;
+        while ((s = atomic_fetch_add(&f->next[k], 1)) + k <= n) fill_row(f->x, s, s + k);
+        barrier_wait(&f->bar);
+    }
+    return NULL;
+}
+
+static remat_status fill_table(const opt_ctx *x, unsigned threads, size_t cells,
+                               remat_error *err) {
+    size_t n = x->n;
+    if (threads > 64) threads = 64;
+    /* Small tables are not worth the threads. */
+    if (threads <= 1 || n < 8 || cells < ((size_t)1 << 16)) {
+        for (size_t k = 1; k < n; k++)
+            for (size_t s = 1; s + k <= n; s++) fill_row(x, s, s + k);
+        return REMAT_OK;
+    }
+    opt_fill f;
+    f.x = x;
+    f.next = remat__calloc(n, sizeof *f.next);
+    REMAT__RETURN_IF(!f.next, err, REMAT_E_NOMEM, "optimal: out of memory");
+    for (size_t k = 0; k < n; k++) atomic_init(&f.next[k], 1);
+    pthread_mutex_init(&f.bar.mu, NULL);
+    pthread_cond_init(&f.bar.cv, NULL);
+    f.bar.count = threads;
+    f.bar.waiting = 0;
+    f.bar.gen = 0;
+    pthread_t tid[64];
+    unsigned started = 0;
+    for (unsigned i = 1; i < threads; i++) {
+        if (pthread_create(&tid[started], NULL, fill_worker, &f) != 0) break;
+        started++;
+    }
+    if (started + 1 < threads) { /* run with the workers we got */
+        pthread_mutex_lock(&f.bar.mu);
+        f.bar.count = started + 1;
+        pthread_mutex_unlock(&f.bar.mu);
+    }
+    fill_worker(&f);
+    for (unsigned i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    pthread_cond_destroy(&f.bar.cv);
+    pthread_mutex_destroy(&f.bar.mu);
+    free(f.next);
+    return REMAT_OK;
+}
+
+/* Sizes the rows, allocates and fills the table. */
+static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int exact,
+                                remat_error *err) {
+    size_t n = x->n, total = 0;
+    for (size_t s = 1; s <= n; s++)
+        for (size_t t = s; t <= n; t++) {
+            size_t id = IDX(x, s, t);
+            uint64_t lo = x->lo[id], hi = row_hi(x, id);
+            x->off[id] = total;
+            if (t > s && hi > lo) {
+                REMAT__RETURN_IF(hi - lo > SIZE_MAX - total, err, REMAT_E_TOO_LARGE,
+                                 "optimal: the table is too large for this machine");
+                total += (size_t)(hi - lo);
+            }
+        }
+    uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    REMAT__RETURN_IF(total > cap / sizeof(float), err, REMAT_E_TOO_LARGE,
+                     "optimal: the table would need %llu bytes, more than the work limit of "
+                     "%llu bytes; %s",
+                     (unsigned long long)total * sizeof(float), (unsigned long long)cap,
+                     exact ? "exact-bytes mode (slots 0) suits small memories only: use "
+                             "--slots N (e.g. 500)"
+                           : "use fewer slots (--slots) or a larger work limit");
+    REMAT__FORWARD(remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), cap,
+                                      "optimal table", err));
+    return fill_table(x, remat__threads(o->threads), total, err);
+}
+
+/* ---- rebuilding the schedule ---- */
+
+enum { TASK_SOLVE = 0, TASK_B = 1 };
+typedef struct opt_task {
+    int kind;
+    uint32_t s, t;
+    uint64_t m;    /* budget (units) */
+    uint64_t base; /* bytes held outside the sub-chain's budget, its input included */
+} opt_task;
+
+typedef struct opt_rebuild {
+    const opt_ctx *x;
+    remat_schedule *sch; /* NULL: only follow the choices */
+    double time;
+    uint64_t peak;
+    opt_task *stack;
+    size_t top, cap;
+} opt_rebuild;
+
+static uint64_t byte_a(const remat_chain *c, size_t i) { return remat_chain_a_bytes(c, i); }
+
+static void note(opt_rebuild *r, uint64_t during) {
+    if (during > r->peak) r->peak = during;
+}
+
+static remat_status emit(opt_rebuild *r, remat_op_kind k, size_t i, remat_error *err) {
+    const remat_stage *sg = &r->x->c->stages[i - 1];
+    r->time += k == REMAT_OP_B ? sg->bwd_time : sg->fwd_time;
+    return r->sch ? remat__push(r->sch, k, (uint32_t)i, err) : REMAT_OK;
+}
+
+static remat_status push_task(opt_rebuild *r, opt_task t, remat_error *err) {
+    REMAT__RETURN_IF(r->top >= r->cap, err, REMAT_E_INTERNAL, "optimal: rebuild stack overflow");
+    r->stack[r->top++] = t;
+    return REMAT_OK;
+}
+
+/* Finds which choice gave C(s, t, m): 0 for Fall s, else s'. */
+static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m, size_t *out,
+                                remat_error *err) {
+    float want = table_at(x, s, t, m), best = INFINITY;
+    *out = SIZE_MAX;
+    opt_view A = view_of(x, s + 1, t);
+    if (m >= m_all(x, s, t) && m >= x->ab[s]) {
+        best = ((float)(x->pfb[s] - x->pfb[s - 1]) + view_at(&A, m - x->ab[s])) + 0.0f;
+        *out = 0;
+    }
+    uint64_t run = sat(x->a[s] + x->of[s]);
+    for (size_t sp = s + 1; sp <= t; sp++) {
+        if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
+        if (m < x->d[t] + run || m < x->a[sp - 1]) continue;
+        A = view_of(x, sp, t);
+        opt_view B = view_of(x, s, sp - 1);
+        float c = (float)(x->pf[sp - 1] - x->pf[s - 1]);
+        float v = (c + view_at(&A, m - x->a[sp - 1])) + view_at(&B, m);
+        if (v < best) {
+            best = v;
+            *out = sp;
+        }
+    }
+    REMAT__RETURN_IF(*out == SIZE_MAX || !(best <= want), err, REMAT_E_INTERNAL,
+                     "optimal: no choice at (%zu, %zu, %llu) matches the table", s, t,
+                     (unsigned long long)m);
+    return REMAT_OK;
+}
+
+/* Algorithm 2 with an explicit stack; tracks time and the peak in bytes. */
+static remat_status rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
+    const opt_ctx *x = r->x;
+    const remat_chain *c = x->c;
+    size_t n = x->n;
+    r->cap = 2 * n + 2;
+    r->stack = remat__calloc(r->cap, sizeof *r->stack);
+    REMAT__RETURN_IF(!r->stack, err, REMAT_E_NOMEM, "optimal: out of memory");
+    r->top = 0;
+    r->time = 0;
+    r->peak = byte_a(c, 0);
+    opt_task t0 = {TASK_SOLVE, 1, (uint32_t)n, m, byte_a(c, 0)};
+    remat_status st = push_task(r, t0, err);
+    while (st == REMAT_OK && r->top > 0) {
+        opt_task k = r->stack[--r->top];
+        size_t s = k.s, t = k.t;
+        uint64_t ab = remat_chain_abar_bytes(c, s), ds = remat_chain_d_bytes(c, s);
+        uint64_t dp = remat_chain_d_bytes(c, s - 1), dt = remat_chain_d_bytes(c, t);
+        const remat_stage *sg = &c->stages[s - 1];
+        if (k.kind == TASK_B) {
+            note(r, k.base + ab + ds + dp + sg->bwd_overhead);
+            st = emit(r, REMAT_OP_B, s, err);
+            continue;
+        }
+        size_t sp = 0;
+        if (s < t) st = best_choice(x, s, t, k.m, &sp, err);
+        if (st != REMAT_OK) break;
+        if (sp == 0) { /* Fall s, then (s+1, t), then B s */
+            note(r, k.base + dt + ab + sg->fwd_overhead);
+            st = emit(r, REMAT_OP_FALL, s, err);
+            opt_task b = {TASK_B, k.s, k.s, 0, k.base};
+            if (st == REMAT_OK) st = push_task(r, b, err);
+            if (st == REMAT_OK && s < t) {
+                opt_task ch = {TASK_SOLVE, k.s + 1, k.t, k.m - x->ab[s], k.base + ab};
+                st = push_task(r, ch, err);
+            }
+            continue;
+        }
+        /* Fck s, Fn s+1..s'-1, then (s', t), then (s, s'-1) */
+        note(r, k.base + dt + byte_a(c, s) + sg->fwd_overhead);
+        st = emit(r, REMAT_OP_FCK, s, err);
+        for (size_t j = s + 1; j < sp && st == REMAT_OK; j++) {
+            note(r, k.base + dt + byte_a(c, j - 1) + byte_a(c, j) + c->stages[j - 1].fwd_overhead);
+            st = emit(r, REMAT_OP_FN, j, err);
+        }
+        opt_task left = {TASK_SOLVE, k.s, (uint32_t)(sp - 1), k.m, k.base};
+        opt_task right = {TASK_SOLVE, (uint32_t)sp, k.t, k.m - x->a[sp - 1],
+                          k.base + byte_a(c, sp - 1)};
+        if (st == REMAT_OK) st = push_task(r, left, err);
+        if (st == REMAT_OK) st = push_task(r, right, err);
+    }
+    free(r->stack);
+    r->stack = NULL;
+    return st;
+}
+
+/* ---- smallest feasible memory ---- */
+
+/* In slots mode: is lo(1, n) within the budget at memory `mem`? */
+static int slots_fit(opt_ctx *x, uint64_t slots, uint64_t mem) {
+    if (mem == 0) return 0;
+    ctx_units(x, slots, mem);
+    ctx_bounds(x);
+    return x->lo[IDX(x, 1, x->n)] <= x->budget;
+}
+
+/* The smallest limit at which solving succeeds. Exact bytes: a[0] + lo(1, n).
+ * Slots: no schedule beats that, and rounding only adds; search upwards from
+ * it, then bisect (slot rounding is not quite monotone, so the answer is a
+ * limit that works, the smallest the bisection meets). */
+static uint64_t find_min_memory(opt_ctx *x, uint64_t slots, uint64_t store_peak) {
+    ctx_units(x, 0, REMAT_MAX_BYTES);
+    ctx_bounds(x);
+    uint64_t need = sat(byte_a(x->c, 0) + x->lo[IDX(x, 1, x->n)]);
+    if (need >= store_peak) return store_peak;
+    if (slots == 0) return need;
+    uint64_t lo = need ? need - 1 : 0, hi = need, step = need / slots + 1;
+    while (hi < store_peak && !slots_fit(x, slots, hi)) {
+        lo = hi;
+        hi = hi + step < store_peak ? hi + step : store_peak;
+        step *= 2;
+    }
+    if (hi >= store_peak) hi = store_peak;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (slots_fit(x, slots, mid)) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+static uint64_t slots_of(const remat_solve_options *o) {
+    return o->slots < 0 ? REMAT_DEFAULT_SLOTS : (uint64_t)o->slots;
+}
+
+static remat_status infeasible(opt_ctx *x, const remat_solve_options *o, uint64_t store_peak,
+                               uint64_t limit, remat_error *err) {
+    uint64_t mm = find_min_memory(x, slots_of(o), store_peak);
+    remat_status st = remat__fail(err, REMAT_E_INFEASIBLE,
+                                  "optimal: no persistent schedule fits %llu bytes; the "
+                                  "smallest limit that works is %llu bytes",
+                                  (unsigned long long)limit, (unsigned long long)mm);
+    if (err) err->min_memory = mm;
+    return st;
+}
+
+/* Sets up units and bounds at memory `mem`; *fits says whether lo(1,n) fits. */
+static remat_status prepare(opt_ctx *x, const remat_chain *c, const remat_solve_options *o,
+                            uint64_t mem, int *fits, remat_error *err) {
+    REMAT__FORWARD(ctx_init(x, c, o->max_work_bytes, err));
+    uint64_t slots = slots_of(o);
+    if (slots && mem == 0) {
+        *fits = 0;
+        return REMAT_OK;
+    }
+    ctx_units(x, slots, mem);
+    ctx_bounds(x);
+    *fits = mem >= byte_a(c, 0) && x->lo[IDX(x, 1, x->n)] <= x->budget;
+    return REMAT_OK;
+}
+
 remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_options *o,
-                                remat_schedule **out, remat_error *err) {
-    (void)c; (void)o; (void)out;
-    return remat__fail(err, REMAT_E_INPUT, "optimal: not implemented yet");
+                                  remat_schedule **out, remat_error *err) {
+    uint64_t store_peak;
+    REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
+    /* Storing everything needs one forward and one backward per stage: optimal. */
+    if (o->memory >= store_peak) return remat__solve_store_all(c, o, out, err);
+    opt_ctx x;
+    int fits = 0;
+    remat_status st = prepare(&x, c, o, o->memory, &fits, err);
+    if (st == REMAT_OK && !fits) st = infeasible(&x, o, store_peak, o->memory, err);
+    if (st == REMAT_OK) st = build_table(&x, o, slots_of(o) == 0, err);
+    remat_schedule *s = NULL;
+    if (st == REMAT_OK) st = remat_schedule_new("optimal", &s, err);
+    if (st == REMAT_OK) {
+        opt_rebuild r = {&x, s, 0, 0, NULL, 0, 0};
+        st = rebuild(&r, x.budget, err);
+        s->time = r.time;
+        s->peak_bytes = r.peak;
+    }
+    ctx_free(&x);
+    if (st != REMAT_OK) {
+        remat_schedule_free(s);
+        return st;
+    }
+    *out = s;
+    return REMAT_OK;
+}
+
+/* ---- the curve ---- */
+
+/* Keeps first and last, and for evenly spread memories the step in force. */
+static size_t thin(remat_curve_point *p, size_t k, size_t want) {
+    if (want == 0 || k <= want) return k;
+    if (want == 1) {
+        p[0] = p[k - 1];
+        return 1;
+    }
+    size_t out = 1, last = 0;
+    uint64_t m0 = p[0].memory, m1 = p[k - 1].memory;
+    for (size_t j = 1; j + 1 < want; j++) {
+        double target = (double)m0 + (double)(m1 - m0) * (double)j / (double)(want - 1);
+        size_t i = last;
+        while (i + 1 < k - 1 && (double)p[i + 1].memory <= target) i++;
+        if (i > last) {
+            p[out++] = p[i];
+            last = i;
+        }
+    }
+    p[out++] = p[k - 1];
+    return out;
 }
 
 remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_options *o,
                                   size_t max_points, remat_curve **out, remat_error *err) {
-    (void)c; (void)o; (void)max_points; (void)out;
-    return remat__fail(err, REMAT_E_INPUT, "optimal curve: not implemented yet");
+    uint64_t store_peak;
+    double store_time;
+    REMAT__FORWARD(remat_store_all_cost(c, &store_peak, &store_time, err));
+    uint64_t top = o->memory ? o->memory : store_peak;
+    uint64_t slots = slots_of(o), in = byte_a(c, 0);
+    opt_ctx x;
+    int fits = 0;
+    remat_status st = prepare(&x, c, o, top, &fits, err);
+    if (st == REMAT_OK && !fits && top < store_peak) st = infeasible(&x, o, store_peak, top, err);
+    if (st == REMAT_OK && fits) st = build_table(&x, o, slots == 0, err);
+    remat_curve *cv = NULL;
+    if (st == REMAT_OK) {
+        size_t k = fits ? (size_t)(x.budget - x.lo[IDX(&x, 1, x.n)]) + 2 : 1;
+        cv = calloc(1, sizeof *cv);
+        if (cv) cv->points = remat__calloc(k, sizeof *cv->points);
+        if (!cv || !cv->points) st = remat__fail(err, REMAT_E_NOMEM, "optimal curve: out of memory");
+    }
+    if (st == REMAT_OK) {
+        remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
+        double inv = 1.0 / x.scale;
+        float prev = INFINITY;
+        for (uint64_t b = fits ? x.lo[IDX(&x, 1, x.n)] : 1; fits && b <= x.budget; b++) {
+            float v = table_at(&x, 1, x.n, b);
+            if (!(v < prev)) continue;
+            prev = v;
+            /* the smallest limit whose budget reaches b */
+            uint64_t mem = in + (slots ? mul_div(b, top, slots, 1) : b);
+            if (top >= store_peak && mem >= store_peak) break;
+            cv->points[cv->n].memory = mem;
+            cv->points[cv->n].time = (double)v * inv;
+            cv->n++;
+        }
+        if (top >= store_peak) {
+            /* solving at the store-all peak gives store-all */
+            if (cv->n > 0 && cv->points[cv->n - 1].time <= store_time * (1 + 1e-6))
+                cv->points[cv->n - 1].time = store_time;
+            else
+                cv->points[cv->n++] = (remat_curve_point){store_peak, store_time};
+        }
+        cv->n = thin(cv->points, cv->n, max_points);
+    }
+    ctx_free(&x);
+    if (st != REMAT_OK) {
+        remat_curve_free(cv);
+        return st;
+    }
+    *out = cv;
+    return REMAT_OK;
 }

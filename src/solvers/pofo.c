@@ -1,8 +1,324 @@
-/* PLACEHOLDER: replaced by the real solver. */
-#include "solvers_internal.h"
+/* pofo: recomputation combined with offloading (the NeurIPS 2021 paper,
+ * Section 4 and Appendix B), made valid under SPEC section 2's copy rules.
+ *
+ * The schedule is a sequence of segments. Segment i starts with its input
+ * I = a[i-1] (x = 0) or abar[i-1] (x = 1) on the device, which it keeps
+ * (Fall i, or Fck i followed by Fn up to j) and either leaves on the device or
+ * offloads. Then comes the rest of the chain (a recursive call), then the
+ * backward of the segment: B i after Fall i, or a persistent rematerialization
+ * of stages i..j from I (the table C, rotor's dynamic program) after Fck i.
+ *
+ * State of OC (Appendix B.1): (i, x, A, dB). A is the device memory held by
+ * earlier kept inputs; dB the memory of the previous segment's input, which is
+ * prefetched while this segment's backward runs. Memory is counted in
+ * `values` units of memory/values bytes, rounded up for held values and exact
+ * for transients.
+ *
+ * Deviations from the paper, so that every emitted schedule is valid with
+ * release at copy end (SPEC): an offload of a segment's input is issued
+ * right before the segment and waited for at its end (idle from Lemma 1 with
+ * the whole input held while it is copied); the previous segment's input is
+ * prefetched during this segment's backward with its whole size held from
+ * the start (the mirror image). The loss junction (B.2) then has no extra
+ * idle: every offload is over before the loss. The predicted time counts the
+ * prefetch of dB rounded up to whole units, so it bounds the simulated time
+ * from above. */
+#include <math.h>
+#include <string.h>
+
+#include "pofo_internal.h"
+
+typedef struct pofo {
+    const remat_chain *c;
+    size_t n, L;        /* stages with the loss; L = n - 1 */
+    uint64_t q;         /* bytes per unit */
+    size_t W;           /* units + 1 */
+    uint32_t cap;       /* units available */
+    double bw;
+    remat__pofo_mode mode;
+    double *ctab;       /* C[i][j][m], i, j in 1..L */
+    int32_t *cchoice;   /* 0 Fall, k >= 1: Fck then Fn up to i + k - 1, -1 none */
+    double *otab;       /* OC[i][x][A][B], i in 1..n */
+    int32_t *ochoice;   /* (j - i) << 2 | off << 1 | fck, -1 none */
+    remat_schedule *s;
+} pofo;
+
+static uint64_t A_(const pofo *P, size_t i) { return remat_chain_a_bytes(P->c, i); }
+static uint64_t AB(const pofo *P, size_t i) { return remat_chain_abar_bytes(P->c, i); }
+static uint64_t D_(const pofo *P, size_t i) { return remat_chain_d_bytes(P->c, i); }
+static const remat_stage *ST(const pofo *P, size_t i) { return &P->c->stages[i - 1]; }
+static uint64_t units(const pofo *P, uint64_t bytes) { return bytes / P->q + (bytes % P->q != 0); }
+static uint64_t input_bytes(const pofo *P, size_t i, int x) { return x ? AB(P, i - 1) : A_(P, i - 1); }
+
+static size_t cidx(const pofo *P, size_t i, size_t j, size_t m) {
+    return ((i - 1) * P->L + (j - 1)) * P->W + m;
+}
+static size_t oidx(const pofo *P, size_t i, int x, size_t a, size_t b) {
+    return (((i - 1) * 2 + (size_t)x) * P->W + a) * P->W + b;
+}
+
+/* ---- C: persistent rematerialization of stages i..j from a held input,
+ * with d[j] held and m units for everything but the input. ---- */
+
+static void c_cell(pofo *P, size_t i, size_t j, size_t m) {
+    uint64_t mb = (uint64_t)m * P->q;
+    const remat_stage *si = ST(P, i);
+    double best = INFINITY;
+    int32_t choice = -1;
+    uint64_t bneed = AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead;
+    if (D_(P, j) + AB(P, i) + si->fwd_overhead <= mb && bneed <= mb) {
+        if (i == j) {
+            best = si->fwd_time + si->bwd_time;
+            choice = 0;
+        } else {
+            uint64_t u = units(P, AB(P, i));
+            if (u <= m) {
+                double sub = P->ctab[cidx(P, i + 1, j, m - u)];
+                if (sub < INFINITY) {
+                    best = si->fwd_time + sub + si->bwd_time;
+                    choice = 0;
+                }
+            }
+        }
+    }
+    uint64_t fmax = 0;
+    double fsum = 0;
+    for (size_t k = i; k < j; k++) {
+        const remat_stage *sk = ST(P, k);
+        uint64_t need = (k == i ? 0 : A_(P, k - 1)) + A_(P, k) + sk->fwd_overhead;
+        if (need > fmax) fmax = need;
+        if (D_(P, j) + fmax > mb) break;
+        fsum += sk->fwd_time;
+        uint64_t u = units(P, A_(P, k));
+        if (u > m) continue;
+        double t1 = P->ctab[cidx(P, k + 1, j, m - u)];
+        double t2 = P->ctab[cidx(P, i, k, m)];
+        double t = fsum + t1 + t2;
+        if (t < best) {
+            best = t;
+            choice = (int32_t)(k - i + 1);
+        }
+    }
+    P->ctab[cidx(P, i, j, m)] = best;
+    P->cchoice[cidx(P, i, j, m)] = choice;
+}
+
+static void fill_c(pofo *P) {
+    for (size_t len = 0; len < P->L; len++)
+        for (size_t i = 1; i + len <= P->L; i++)
+            for (size_t m = 0; m < P->W; m++) c_cell(P, i, i + len, m);
+}
+
+/* ---- OC: from segment i to the end of B i. ---- */
+
+static double prefetch_idle(const pofo *P, size_t b, double overlap) {
+    double t = (double)b * (double)P->q / P->bw - overlap;
+    return b && t > 0 ? t : 0;
+}
+
+static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
+    double best = INFINITY;
+    int32_t choice = -1;
+    uint64_t in = input_bytes(P, i, x), ui = units(P, in);
+    if (a + ui + b > P->cap) goto done;
+    uint64_t ff = (P->cap - a - ui) * P->q;     /* bytes for forward transients */
+    uint64_t fb = (P->cap - a - ui - b) * P->q; /* for backward ones */
+    const remat_stage *si = ST(P, i);
+    if (i == P->n) {
+        if (AB(P, i) + si->fwd_overhead <= ff && AB(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
+            best = si->fwd_time + si->bwd_time + prefetch_idle(P, b, si->bwd_time);
+            choice = 0;
+        }
+        goto done;
+    }
+    int max_off = P->mode != REMAT__POFO_REMAT_ONLY && P->bw > 0 ? 1 : 0;
+    for (int off = 0; off <= max_off; off++) {
+        size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0;
+        double copy = off ? (double)in / P->bw : 0;
+        /* Fall i: the next segment's input is abar[i]. */
+        if (AB(P, i) + si->fwd_overhead <= ff &&
+            AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
+            double sub = P->otab[oidx(P, i + 1, 1, a2, b2)];
+            double t = si->fwd_time + (copy > si->fwd_time ? copy - si->fwd_time : 0) + sub +
+                       si->bwd_time + prefetch_idle(P, b, si->bwd_time);
+            if (t < best) {
+                best = t;
+                choice = off << 1;
+            }
+        }
+        if (P->mode == REMAT__POFO_OFFLOAD_ONLY) continue;
+        /* Fck i, Fn up to j: the next segment's input is a[j]. */
+        uint64_t fmax = 0;
+        double fsum = 0;
+        size_t mb = P->cap - a - ui - b;
+        for (size_t j = i; j < P->n; j++) {
+            const remat_stage *sj = ST(P, j);
+            uint64_t need = (j == i ? 0 : A_(P, j - 1)) + A_(P, j) + sj->fwd_overhead;
+            if (need > fmax) fmax = need;
+            if (fmax > ff) break;
+            fsum += sj->fwd_time;
+            double cb = P->ctab[cidx(P, i, j, mb)];
+            if (!(cb < INFINITY)) continue;
+            double sub = P->otab[oidx(P, j + 1, 0, a2, b2)];
+            double t = fsum + (copy > fsum ? copy - fsum : 0) + sub + cb + prefetch_idle(P, b, cb);
+            if (t < best) {
+                best = t;
+                choice = (int32_t)((j - i) << 2 | (size_t)off << 1 | 1);
+            }
+        }
+    }
+done:
+    P->otab[oidx(P, i, x, a, b)] = best;
+    P->ochoice[oidx(P, i, x, a, b)] = choice;
+}
+
+static void fill_oc(pofo *P) {
+    for (size_t i = P->n; i >= 1; i--)
+        for (int x = 0; x <= (i > 1); x++)
+            for (size_t a = 0; a < P->W; a++)
+                for (size_t b = 0; b < P->W; b++) oc_cell(P, i, x, a, b);
+}
+
+/* ---- Emission ---- */
+
+static remat_status op(pofo *P, remat_op_kind k, size_t i, remat_error *err) {
+    return remat__push(P->s, k, (uint32_t)i, err);
+}
+static remat_status vop(pofo *P, remat_op_kind k, int x, size_t i, remat_error *err) {
+    return remat__push_value(P->s, k, x ? REMAT_VALUE_ABAR : REMAT_VALUE_A, (uint32_t)i, err);
+}
+
+static remat_status emit_c(pofo *P, size_t i, size_t j, size_t m, remat_error *err) {
+    int32_t ch = P->cchoice[cidx(P, i, j, m)];
+    REMAT__RETURN_IF(ch < 0, err, REMAT_E_INTERNAL, "pofo: broken rematerialization table");
+    if (ch == 0) {
+        REMAT__FORWARD(op(P, REMAT_OP_FALL, i, err));
+        if (i < j) REMAT__FORWARD(emit_c(P, i + 1, j, m - units(P, AB(P, i)), err));
+        return op(P, REMAT_OP_B, i, err);
+    }
+    size_t k = i + (size_t)ch - 1;
+    REMAT__FORWARD(op(P, REMAT_OP_FCK, i, err));
+    for (size_t h = i + 1; h <= k; h++) REMAT__FORWARD(op(P, REMAT_OP_FN, h, err));
+    REMAT__FORWARD(emit_c(P, k + 1, j, m - units(P, A_(P, k)), err));
+    return emit_c(P, i, k, m, err);
+}
+
+/* prev_x/prev_i name the previous segment's input when b > 0. */
+static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, int prev_x,
+                            size_t prev_i, remat_error *err) {
+    int32_t ch = P->ochoice[oidx(P, i, x, a, b)];
+    REMAT__RETURN_IF(ch < 0, err, REMAT_E_INTERNAL, "pofo: broken table at stage %zu", i);
+    if (i == P->n) {
+        REMAT__FORWARD(op(P, REMAT_OP_FALL, i, err));
+        if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
+        return op(P, REMAT_OP_B, i, err);
+    }
+    int fck = ch & 1, off = (ch >> 1) & 1;
+    size_t j = i + (size_t)(ch >> 2);
+    uint64_t ui = units(P, input_bytes(P, i, x));
+    size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0;
+    if (off) REMAT__FORWARD(vop(P, REMAT_OP_OFF, x, i - 1, err));
+    REMAT__FORWARD(op(P, fck ? REMAT_OP_FCK : REMAT_OP_FALL, i, err));
+    for (size_t h = i + 1; fck && h <= j; h++) REMAT__FORWARD(op(P, REMAT_OP_FN, h, err));
+    if (off) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
+    REMAT__FORWARD(emit_oc(P, j + 1, !fck, a2, b2, x, i - 1, err));
+    if (off) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
+    if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
+    if (!fck) return op(P, REMAT_OP_B, i, err);
+    return emit_c(P, i, j, P->cap - a - ui - b, err);
+}
+
+static void pofo_free(pofo *P) {
+    free(P->ctab);
+    free(P->cchoice);
+    free(P->otab);
+    free(P->ochoice);
+}
+
+static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
+    size_t nc, no;
+    REMAT__RETURN_IF(!remat__mul_size(P->L, P->L, &nc) || !remat__mul_size(nc, P->W, &nc) ||
+                         !remat__mul_size(P->n * 2, P->W, &no) || !remat__mul_size(no, P->W, &no),
+                     err, REMAT_E_TOO_LARGE, "pofo: tables too large for this chain and values");
+    size_t per = sizeof(double) + sizeof(int32_t), total;
+    REMAT__RETURN_IF(!remat__mul_size(nc + no, per, &total) ||
+                         (max_work && (uint64_t)total > max_work),
+                     err, REMAT_E_TOO_LARGE,
+                     "pofo: tables would need %zu x %zu bytes, more than max_work_bytes; use "
+                     "fewer offload values", nc + no, per);
+    if (nc) {
+        REMAT__FORWARD(remat__alloc_table((void **)&P->ctab, nc, sizeof(double), max_work,
+                                          "pofo C table", err));
+        REMAT__FORWARD(remat__alloc_table((void **)&P->cchoice, nc, sizeof(int32_t), max_work,
+                                          "pofo C choices", err));
+    }
+    REMAT__FORWARD(remat__alloc_table((void **)&P->otab, no, sizeof(double), max_work,
+                                      "pofo OC table", err));
+    return remat__alloc_table((void **)&P->ochoice, no, sizeof(int32_t), max_work,
+                              "pofo OC choices", err);
+}
+
+remat_status remat__pofo_plan(const remat_chain *c, uint64_t memory, uint32_t values, double bw,
+                              remat__pofo_mode mode, uint64_t max_work_bytes,
+                              remat_schedule **out, remat_error *err) {
+    *out = NULL;
+    REMAT__RETURN_IF(values == 0 || values > 100000, err, REMAT_E_INPUT,
+                     "offload values: %u is not in 1..100000", values);
+    REMAT__RETURN_IF(!(bw >= 0) || !isfinite(bw), err, REMAT_E_INPUT,
+                     "bandwidth: must be a finite number >= 0");
+    pofo P;
+    memset(&P, 0, sizeof P);
+    P.c = c;
+    P.n = c->n;
+    P.L = c->n - 1;
+    P.q = memory / values ? memory / values : 1;
+    P.cap = (uint32_t)(memory / P.q > values * 2u ? values * 2u : memory / P.q);
+    P.W = (size_t)P.cap + 1;
+    P.bw = bw;
+    P.mode = mode;
+    if (max_work_bytes == 0) max_work_bytes = REMAT_DEFAULT_MAX_WORK_BYTES;
+    remat_status st = alloc_tables(&P, max_work_bytes, err);
+    if (st == REMAT_OK) {
+        fill_c(&P);
+        fill_oc(&P);
+        double t = P.otab[oidx(&P, 1, 0, 0, 0)];
+        if (!(t < INFINITY))
+            st = remat__fail(err, REMAT_E_INFEASIBLE,
+                             "pofo: no schedule fits in %llu bytes with %u memory values",
+                             (unsigned long long)memory, values);
+        else
+            st = remat_schedule_new("pofo", &P.s, err);
+        if (st == REMAT_OK) st = emit_oc(&P, 1, 0, 0, 0, 0, 0, err);
+        if (st == REMAT_OK) {
+            P.s->time = t;
+            P.s->memory_limit = memory;
+            *out = P.s;
+            P.s = NULL;
+        }
+    }
+    remat_schedule_free(P.s);
+    pofo_free(&P);
+    return st;
+}
 
 remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *o,
-                                remat_schedule **out, remat_error *err) {
-    (void)c; (void)o; (void)out;
-    return remat__fail(err, REMAT_E_INPUT, "pofo: not implemented yet");
+                               remat_schedule **out, remat_error *err) {
+    *out = NULL;
+    if (o->algorithm == REMAT_ALG_POFO && o->bandwidth == 0)
+        return remat__solve_optimal(c, o, out, err); /* no link: rotor's optimum */
+    uint32_t values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
+    remat__pofo_mode mode =
+        o->algorithm == REMAT_ALG_OFFLOAD_ONLY ? REMAT__POFO_OFFLOAD_ONLY : REMAT__POFO_FULL;
+    remat_schedule *s = NULL;
+    REMAT__FORWARD(remat__pofo_plan(c, o->memory, values, o->bandwidth, mode, o->max_work_bytes,
+                                    &s, err));
+    double predicted = s->time;
+    remat_status st = remat__schedule_measure(c, s, o->bandwidth, err);
+    if (st != REMAT_OK) {
+        remat_schedule_free(s);
+        return st;
+    }
+    s->time = predicted; /* the DP's time; remat_simulate() gives the simulated one */
+    *out = s;
+    return REMAT_OK;
 }

@@ -1,8 +1,648 @@
-/* PLACEHOLDER: replaced by the real solver. */
-#include "solvers_internal.h"
+/* revolve: the AD-model checkpointing DP with precise per-stage costs
+ * (papers/precise-checkpointing-thesis.md, section 3.1; base DP in 2.5.5).
+ *
+ * Subproblem (i, j, m): a[i] is held outside the budget, d[j] inside it; the
+ * plan ends holding d[i], with a[i] and d[j] freed (B i+1 frees both). An
+ * action k (i < k < j) runs "Fck i+1, Fn i+2..k", solves (k, j) with a[k]
+ * held outside m - ab[k] buckets, then (i, k) with all m. (i, i+1) is
+ * "Fall i+1, B i+1". When no action fits, the quadratic plan recomputes from
+ * a[i] once per stage.
+ *
+ * C(i, j, m) is the least time of a plan whose peak is <= m buckets. It is
+ * non-increasing in m, so a row per (i, j) covers [lo, hi] only: lo is the
+ * least budget any plan needs (smaller budgets fail), hi the budget where
+ * checkpointing every stage fits (nothing is cheaper, C is flat above it).
+ * Memory is in buckets: the bytes an op needs beyond the held checkpoints are
+ * rounded up as a whole, each checkpoint a[k] on its own, so a plan never
+ * exceeds the limit. docs/revolve.md derives it all. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "revolve_internal.h"
+
+#define RV_DEFAULT_BUCKETS 500
+#define RV_INF (INT64_MAX / 4) /* "no budget is enough" */
+#define RV_CHUNK 2048          /* budgets per DP task */
+
+/* Per-stage values as the DP sees them (the chain's, or uniform ones). */
+typedef struct rv_costs {
+    size_t n;
+    double *fwd, *bwd, *pf;           /* [n+1] by stage; pf[k] = fwd[1] + .. + fwd[k] */
+    uint64_t *a, *abar, *d, *fo, *bo; /* [n+1] by value or stage index */
+    double *dblock;
+    uint64_t *ublock;
+} rv_costs;
+
+typedef struct rv_pair {
+    int64_t lo, hi;   /* the row holds C(i, j, m) for lo <= m <= hi; empty when lo > hi */
+    int64_t quad_b;   /* peak of the quadratic plan, buckets */
+    double quad_cost; /* its time */
+    size_t off;       /* row start in the pool */
+} rv_pair;
+
+typedef struct rv_solver {
+    const rv_costs *pc; /* planning values */
+    size_t n;
+    uint64_t bucket;
+    int64_t M;          /* budget in buckets */
+    int64_t *ab;        /* [n+1] a[k] in buckets */
+    rv_pair *pairs;     /* [n(n+1)/2] */
+    double *pool;       /* all rows */
+    size_t pool_len;
+} rv_solver;
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Both in 0..RV_INF. */
+static int64_t sat_add(int64_t a, int64_t b) { return a >= RV_INF - b ? RV_INF : a + b; }
+
+/* Every byte count here is a sum of a few sizes < 2^53, so it is < 2^57. */
+static int64_t to_buckets(uint64_t bytes, uint64_t bucket) {
+    uint64_t q = bytes / bucket + (bytes % bucket != 0);
+    return q >= (uint64_t)RV_INF ? RV_INF : (int64_t)q;
+}
+
+static rv_pair *pair_at(const rv_solver *s, size_t i, size_t j) {
+    return &s->pairs[j * (j - 1) / 2 + i];
+}
+
+/* ---- planning values ---- */
+
+static void costs_free(rv_costs *m) {
+    free(m->dblock);
+    free(m->ublock);
+    memset(m, 0, sizeof *m);
+}
+
+static void costs_uniform_times(rv_costs *m) {
+    double f = 0, b = 0;
+    for (size_t l = 1; l <= m->n; l++) f += m->fwd[l], b += m->bwd[l];
+    f /= (double)m->n;
+    b /= (double)m->n;
+    for (size_t l = 1; l <= m->n; l++) m->fwd[l] = f, m->bwd[l] = b;
+}
+
+/* The largest of each kind; the seed d[n] stays 0 and a[n] is never used. */
+static void costs_uniform_sizes(rv_costs *m) {
+    uint64_t a = 0, ab = 0, d = 0, fo = 0, bo = 0;
+    for (size_t l = 0; l < m->n; l++) a = max_u64(a, m->a[l]), d = max_u64(d, m->d[l]);
+    for (size_t l = 1; l <= m->n; l++) {
+        ab = max_u64(ab, m->abar[l]);
+        fo = max_u64(fo, m->fo[l]);
+        bo = max_u64(bo, m->bo[l]);
+    }
+    for (size_t l = 0; l <= m->n; l++) {
+        m->a[l] = a;
+        if (l < m->n) m->d[l] = d;
+        if (l >= 1) m->abar[l] = ab, m->fo[l] = fo, m->bo[l] = bo;
+    }
+}
+
+static remat_status costs_init(rv_costs *m, const remat_chain *c, remat_revolve_mode mode,
+                               remat_error *err) {
+    size_t n1 = c->n + 1;
+    memset(m, 0, sizeof *m);
+    m->n = c->n;
+    m->dblock = remat__calloc(n1, 3 * sizeof(double));
+    m->ublock = remat__calloc(n1, 5 * sizeof(uint64_t));
+    if (!m->dblock || !m->ublock) {
+        costs_free(m);
+        return remat__fail(err, REMAT_E_NOMEM, "revolve: out of memory for stage costs");
+    }
+    m->fwd = m->dblock, m->bwd = m->fwd + n1, m->pf = m->bwd + n1;
+    m->a = m->ublock, m->abar = m->a + n1, m->d = m->abar + n1, m->fo = m->d + n1;
+    m->bo = m->fo + n1;
+    for (size_t l = 0; l <= c->n; l++) {
+        m->a[l] = remat_chain_a_bytes(c, l);
+        m->d[l] = remat_chain_d_bytes(c, l);
+        if (l == 0) continue;
+        const remat_stage *st = &c->stages[l - 1];
+        m->abar[l] = st->saved_bytes;
+        m->fo[l] = st->fwd_overhead;
+        m->bo[l] = st->bwd_overhead;
+        m->fwd[l] = st->fwd_time;
+        m->bwd[l] = st->bwd_time;
+    }
+    if (mode == REMAT_REVOLVE_UNIFORM_COST) costs_uniform_times(m);
+    if (mode == REMAT_REVOLVE_UNIFORM_MEMORY) costs_uniform_sizes(m);
+    for (size_t l = 1; l <= c->n; l++) m->pf[l] = m->pf[l - 1] + m->fwd[l];
+    return REMAT_OK;
+}
+
+/* Bytes beside the held values while the forward of stage l runs in a sweep
+ * that started from a[i] (whose predecessor a[l-1] it frees, unless l-1 = i). */
+static uint64_t fwd_step(const rv_costs *m, size_t i, size_t l) {
+    return (l == i + 1 ? 0 : m->a[l - 1]) + m->a[l] + m->fo[l];
+}
+
+/* "Fall t, B t" with d[t] and h bytes of a[t-1] held (h = 0: a[t-1] is outside). */
+static uint64_t back_step(const rv_costs *m, size_t t, uint64_t h) {
+    return m->d[t] + h + m->abar[t] + max_u64(m->fo[t], m->d[t - 1] + m->bo[t]);
+}
+
+/* ---- bounds: lo, hi and the quadratic plan of every (i, j) ---- */
+
+/* Least budget at which action k of (i, j) fits; fmax is the sweep's largest
+ * fwd_step up to k. */
+static int64_t action_need(const rv_solver *s, size_t j, size_t k, uint64_t fmax,
+                           const rv_pair *right, const rv_pair *left) {
+    if (right->lo >= RV_INF || left->lo >= RV_INF) return RV_INF;
+    int64_t need = to_buckets(s->pc->d[j] + fmax, s->bucket);
+    need = max_i64(need, sat_add(s->ab[k], right->lo));
+    return max_i64(need, left->lo);
+}
+
+static void mark_failed(rv_solver *s, size_t i, size_t j_from) {
+    for (size_t j = j_from; j <= s->n; j++) {
+        rv_pair *p = pair_at(s, i, j);
+        p->lo = RV_INF, p->hi = s->M, p->quad_b = RV_INF, p->quad_cost = INFINITY;
+    }
+}
+
+/* Bottom-up over i (descending) and j (ascending), like the thesis' loops;
+ * the quadratic plan's peak and time are carried along j (its Alg. 3.2-3.3). */
+static void compute_bounds(rv_solver *s) {
+    const rv_costs *m = s->pc;
+    for (size_t i = s->n; i-- > 0;) {
+        uint64_t qfwd = 0, qpeak = 0;
+        double qcost = 0;
+        for (size_t j = i + 1; j <= s->n; j++) {
+            /* Every plan of (i, j') with j' >= j runs "Fall j, B j" inside the
+             * budget: if that alone does not fit, they all fail. */
+            if (to_buckets(back_step(m, j, 0), s->bucket) > s->M) {
+                mark_failed(s, i, j);
+                break;
+            }
+            rv_pair *p = pair_at(s, i, j);
+            uint64_t h = 0;
+            if (j - 1 > i) {
+                qfwd = max_u64(qfwd, fwd_step(m, i, j - 1));
+                qpeak = max_u64(qpeak, m->d[j] + qfwd);
+                h = m->a[j - 1];
+            }
+            qpeak = max_u64(qpeak, back_step(m, j, h));
+            qcost += (m->pf[j - 1] - m->pf[i]) + m->fwd[j] + m->bwd[j];
+            p->quad_b = to_buckets(qpeak, s->bucket);
+            p->quad_cost = qcost;
+            if (j == i + 1) { /* one stage: the quadratic plan is the only plan */
+                p->lo = p->quad_b;
+                p->hi = min_i64(p->lo, s->M);
+                continue;
+            }
+            int64_t lo = p->quad_b;
+            uint64_t fmax = 0;
+            for (size_t k = i + 1; k < j; k++) {
+                fmax = max_u64(fmax, fwd_step(m, i, k));
+                lo = min_i64(lo, action_need(s, j, k, fmax, pair_at(s, k, j), pair_at(s, i, k)));
+            }
+            /* Checkpointing every stage: nothing is cheaper, so C is flat from its peak on. */
+            int64_t all = to_buckets(m->d[j] + fwd_step(m, i, i + 1), s->bucket);
+            all = max_i64(all, sat_add(s->ab[i + 1], pair_at(s, i + 1, j)->hi));
+            all = max_i64(all, pair_at(s, i, i + 1)->hi);
+            p->lo = lo;
+            p->hi = min_i64(max_i64(all, lo), s->M);
+        }
+    }
+}
+
+static double row_at(const rv_solver *s, const rv_pair *p, int64_t m) {
+    if (m > p->hi) m = p->hi;
+    return s->pool[p->off + (size_t)(m - p->lo)];
+}
+
+/* ---- the DP kernels: best[t] = min(best[t], (f + r[t]) + l[t]) ---- */
+
+#if defined(__SSE2__)
+#define RV_RELAX(name, RARG, LARG, RV, LV, RS, LS)                                      \
+    static void name(double *restrict best, size_t cnt, double f, RARG, LARG) {         \
+        __m128d vf = _mm_set1_pd(f);                                                    \
+        size_t t = 0;                                                                   \
+        for (; t + 4 <= cnt; t += 4) {                                                  \
+            __m128d c0 = _mm_add_pd(_mm_add_pd(vf, RV(t)), LV(t));                      \
+            __m128d c1 = _mm_add_pd(_mm_add_pd(vf, RV(t + 2)), LV(t + 2));              \
+            _mm_storeu_pd(best + t, _mm_min_pd(c0, _mm_loadu_pd(best + t)));           \
+            _mm_storeu_pd(best + t + 2, _mm_min_pd(c1, _mm_loadu_pd(best + t + 2)));   \
+        }                                                                               \
+        for (; t < cnt; t++) {                                                          \
+            double c = (f + RS(t)) + LS(t);                                             \
+            if (c < best[t]) best[t] = c;                                               \
+        }                                                                               \
+    }
+#define RV_VEC(p, t) _mm_loadu_pd((p) + (t))
+#else
+#define RV_RELAX(name, RARG, LARG, RV, LV, RS, LS)                              \
+    static void name(double *restrict best, size_t cnt, double f, RARG, LARG) { \
+        for (size_t t = 0; t < cnt; t++) {                                      \
+            double c = (f + RS(t)) + LS(t);                                     \
+            if (c < best[t]) best[t] = c;                                       \
+        }                                                                       \
+    }
+#endif
+#define RV_RV(t) RV_VEC(r, t)
+#define RV_LV(t) RV_VEC(l, t)
+#define RV_RC(t) _mm_set1_pd(r)
+#define RV_LC(t) _mm_set1_pd(l)
+#define RV_RS(t) r[t]
+#define RV_LS(t) l[t]
+#define RV_RCS(t) r
+#define RV_LCS(t) l
+RV_RELAX(relax_vv, const double *restrict r, const double *restrict l, RV_RV, RV_LV, RV_RS, RV_LS)
+RV_RELAX(relax_cv, double r, const double *restrict l, RV_RC, RV_LV, RV_RCS, RV_LS)
+RV_RELAX(relax_vc, const double *restrict r, double l, RV_RV, RV_LC, RV_RS, RV_LCS)
+
+static void relax_cc(double *best, size_t cnt, double c) {
+    for (size_t t = 0; t < cnt; t++)
+        if (c < best[t]) best[t] = c;
+}
+
+/* Relaxes best (budgets m0..m1) with action k for budgets st..m1: the right
+ * row is read at m - sh and the left at m, each flat past its hi. */
+static void relax_action(const rv_solver *s, double *best, int64_t m0, int64_t st, int64_t m1,
+                         double f, const rv_pair *r, int64_t sh, const rv_pair *l) {
+    const double *R = s->pool + r->off, *L = s->pool + l->off;
+    double rc = R[r->hi - r->lo], lc = L[l->hi - l->lo];
+    int64_t r_flat = r->hi + sh, l_flat = l->hi; /* flat for m beyond these */
+    int64_t m = st, e = min_i64(m1, min_i64(r_flat, l_flat));
+    if (m <= e) {
+        relax_vv(best + (m - m0), (size_t)(e - m + 1), f, R + (m - sh - r->lo), L + (m - l->lo));
+        m = e + 1;
+    }
+    if (m <= m1 && r_flat < l_flat && m <= l_flat) {
+        e = min_i64(m1, l_flat);
+        relax_cv(best + (m - m0), (size_t)(e - m + 1), f, rc, L + (m - l->lo));
+        m = e + 1;
+    } else if (m <= m1 && l_flat < r_flat && m <= r_flat) {
+        e = min_i64(m1, r_flat);
+        relax_vc(best + (m - m0), (size_t)(e - m + 1), f, R + (m - sh - r->lo), lc);
+        m = e + 1;
+    }
+    if (m <= m1) relax_cc(best + (m - m0), (size_t)(m1 - m + 1), (f + rc) + lc);
+}
+
+/* Fills C(i, j, m) for m0 <= m <= m1 (inside the row); returns the candidates tried. */
+static uint64_t solve_chunk(const rv_solver *s, size_t i, size_t j, int64_t m0, int64_t m1) {
+    const rv_costs *pc = s->pc;
+    const rv_pair *p = pair_at(s, i, j);
+    double *best = s->pool + p->off + (m0 - p->lo);
+    size_t cnt = (size_t)(m1 - m0 + 1);
+    uint64_t fmax = 0, cells = 0;
+    for (size_t t = 0; t < cnt; t++) best[t] = INFINITY;
+    for (size_t k = i + 1; k < j; k++) {
+        fmax = max_u64(fmax, fwd_step(pc, i, k));
+        const rv_pair *r = pair_at(s, k, j), *l = pair_at(s, i, k);
+        int64_t st = max_i64(action_need(s, j, k, fmax, r, l), m0);
+        if (st > m1) continue;
+        relax_action(s, best, m0, st, m1, pc->pf[k] - pc->pf[i], r, s->ab[k], l);
+        cells += (uint64_t)(m1 - st + 1);
+    }
+    /* Every action failed: fall back to recomputing everything, if it fits. */
+    for (int64_t m = max_i64(p->quad_b, m0); m <= m1; m++)
+        if (best[m - m0] == INFINITY) best[m - m0] = p->quad_cost;
+    return cells;
+}
+
+/* ---- running the DP: tasks ordered by length, workers wait per length ---- */
+
+typedef struct rv_task {
+    uint32_t i, j;
+    int64_t m0, m1;
+} rv_task;
+
+typedef struct rv_run {
+    const rv_solver *s;
+    const rv_task *tasks;
+    size_t ntasks;
+    const size_t *group_end; /* [n+1]: tasks of length <= l end at group_end[l] */
+    atomic_size_t next, done;
+    atomic_uint_fast64_t cells;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} rv_run;
+
+static void *run_worker(void *arg) {
+    rv_run *run = arg;
+    uint64_t cells = 0;
+    for (;;) {
+        size_t t = atomic_fetch_add(&run->next, 1);
+        if (t >= run->ntasks) break;
+        const rv_task *tk = &run->tasks[t];
+        size_t len = tk->j - tk->i, need = run->group_end[len - 1];
+        if (atomic_load(&run->done) < need) { /* shorter subproblems still running */
+            pthread_mutex_lock(&run->mu);
+            while (atomic_load(&run->done) < need) pthread_cond_wait(&run->cv, &run->mu);
+            pthread_mutex_unlock(&run->mu);
+        }
+        cells += solve_chunk(run->s, tk->i, tk->j, tk->m0, tk->m1);
+        size_t d = atomic_fetch_add(&run->done, 1) + 1;
+        if (d == run->group_end[len]) {
+            pthread_mutex_lock(&run->mu);
+            pthread_cond_broadcast(&run->cv);
+            pthread_mutex_unlock(&run->mu);
+        }
+    }
+    atomic_fetch_add(&run->cells, cells);
+    return NULL;
+}
+
+static size_t row_len(const rv_pair *p) { return p->lo > p->hi ? 0 : (size_t)(p->hi - p->lo + 1); }
+
+/* Lays the rows out in the pool; fails when they exceed *budget bytes. */
+static remat_status layout_rows(rv_solver *s, uint64_t *budget, remat_error *err) {
+    size_t total = 0;
+    for (size_t j = 1; j <= s->n; j++)
+        for (size_t i = 0; i < j; i++) {
+            rv_pair *p = pair_at(s, i, j);
+            p->off = total;
+            REMAT__RETURN_IF(!remat__add_u64(total, row_len(p), &total) || total > SIZE_MAX / 8,
+                             err, REMAT_E_TOO_LARGE, "revolve: cost table size overflows");
+        }
+    s->pool_len = total;
+    REMAT__FORWARD(remat__alloc_table((void **)&s->pool, total, sizeof(double), *budget,
+                                      "revolve cost table", err));
+    *budget -= (uint64_t)total * sizeof(double);
+    for (size_t i = 0; i < s->n; i++) { /* one stage: "Fall, B" */
+        rv_pair *p = pair_at(s, i, i + 1);
+        if (row_len(p)) s->pool[p->off] = s->pc->fwd[i + 1] + s->pc->bwd[i + 1];
+    }
+    return REMAT_OK;
+}
+
+static remat_status run_dp(rv_solver *s, unsigned threads, uint64_t budget, uint64_t *cells,
+                           unsigned *used, remat_error *err) {
+    size_t ntasks = 0, n = s->n;
+    for (size_t j = 2; j <= n; j++)
+        for (size_t i = 0; i + 1 < j; i++) {
+            size_t len = row_len(pair_at(s, i, j));
+            ntasks += (len + RV_CHUNK - 1) / RV_CHUNK;
+        }
+    rv_task *tasks = NULL;
+    size_t *group_end = NULL;
+    REMAT__FORWARD(remat__alloc_table((void **)&tasks, ntasks, sizeof *tasks, budget,
+                                      "revolve task list", err));
+    remat_status st = remat__alloc_table((void **)&group_end, n + 1, sizeof *group_end,
+                                         REMAT_MAX_BYTES, "revolve task groups", err);
+    if (st != REMAT_OK) {
+        free(tasks);
+        return st;
+    }
+    size_t t = 0;
+    for (size_t len = 2; len <= n; len++) {
+        for (size_t i = 0; i + len <= n; i++) {
+            const rv_pair *p = pair_at(s, i, i + len);
+            for (int64_t m0 = p->lo; m0 <= p->hi; m0 += RV_CHUNK)
+                tasks[t++] = (rv_task){(uint32_t)i, (uint32_t)(i + len), m0,
+                                       min_i64(p->hi, m0 + RV_CHUNK - 1)};
+        }
+        group_end[len] = t;
+    }
+    group_end[0] = group_end[1] = 0;
+    rv_run run = {.s = s, .tasks = tasks, .ntasks = ntasks, .group_end = group_end};
+    atomic_init(&run.next, 0);
+    atomic_init(&run.done, 0);
+    atomic_init(&run.cells, 0);
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_cond_init(&run.cv, NULL);
+    if (threads > 64) threads = 64;
+    if ((size_t)threads > ntasks) threads = ntasks ? (unsigned)ntasks : 1;
+    pthread_t tid[64];
+    unsigned started = 0;
+    /* A thread that fails to start is no error: the others take its share. */
+    while (started + 1 < threads && pthread_create(&tid[started], NULL, run_worker, &run) == 0)
+        started++;
+    run_worker(&run);
+    for (unsigned k = 0; k < started; k++) pthread_join(tid[k], NULL);
+    pthread_mutex_destroy(&run.mu);
+    pthread_cond_destroy(&run.cv);
+    *cells = atomic_load(&run.cells);
+    *used = started + 1;
+    free(tasks);
+    free(group_end);
+    return REMAT_OK;
+}
+
+/* ---- the plan: choose actions again from the table and emit ops ---- */
+
+/* The first action whose cost equals the table's C(i, j, m), computed exactly
+ * as the DP did (same sums, same order); 0 for the quadratic plan. */
+static int choose_action(const rv_solver *s, size_t i, size_t j, int64_t m, size_t *k_out) {
+    const rv_pair *p = pair_at(s, i, j);
+    double target = row_at(s, p, m);
+    uint64_t fmax = 0;
+    if (m > p->hi) m = p->hi;
+    for (size_t k = i + 1; k < j; k++) {
+        fmax = max_u64(fmax, fwd_step(s->pc, i, k));
+        const rv_pair *r = pair_at(s, k, j), *l = pair_at(s, i, k);
+        if (action_need(s, j, k, fmax, r, l) > m) continue;
+        double c = ((s->pc->pf[k] - s->pc->pf[i]) + row_at(s, r, m - s->ab[k])) + row_at(s, l, m);
+        if (c == target) {
+            *k_out = k;
+            return 1;
+        }
+    }
+    *k_out = 0;
+    return m >= p->quad_b && target == p->quad_cost;
+}
+
+typedef struct rv_emit {
+    const rv_costs *real; /* the chain's own values, for the prediction */
+    remat_schedule *out;
+    uint64_t peak;
+    double time;
+    remat_error *err;
+} rv_emit;
+
+static uint64_t sat_add_u64(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static remat_status emit(rv_emit *e, remat_op_kind kind, size_t stage, uint64_t during) {
+    e->peak = max_u64(e->peak, during);
+    e->time += kind == REMAT_OP_B ? e->real->bwd[stage] : e->real->fwd[stage];
+    return remat__push(e->out, kind, (uint32_t)stage, e->err);
+}
+
+/* Fck i+1, Fn i+2..k while d[j] and `outside` are held. */
+static remat_status emit_sweep(rv_emit *e, size_t i, size_t j, size_t k, uint64_t outside) {
+    const rv_costs *m = e->real;
+    for (size_t l = i + 1; l <= k; l++)
+        REMAT__FORWARD(emit(e, l == i + 1 ? REMAT_OP_FCK : REMAT_OP_FN, l,
+                            sat_add_u64(outside, m->d[j] + fwd_step(m, i, l))));
+    return REMAT_OK;
+}
+
+/* Fall t, B t with a[t-1] held outside (h = 0) or inside (h bytes). */
+static remat_status emit_back(rv_emit *e, size_t t, uint64_t h, uint64_t outside) {
+    const rv_costs *m = e->real;
+    uint64_t base = sat_add_u64(outside, m->d[t] + h + m->abar[t]);
+    REMAT__FORWARD(emit(e, REMAT_OP_FALL, t, sat_add_u64(base, m->fo[t])));
+    return emit(e, REMAT_OP_B, t, sat_add_u64(base, m->d[t - 1] + m->bo[t]));
+}
+
+static remat_status emit_quadratic(rv_emit *e, size_t i, size_t j, uint64_t outside) {
+    for (size_t t = j; t > i; t--) {
+        REMAT__FORWARD(emit_sweep(e, i, t, t - 1, outside));
+        REMAT__FORWARD(emit_back(e, t, t - 1 > i ? e->real->a[t - 1] : 0, outside));
+    }
+    return REMAT_OK;
+}
+
+typedef struct rv_frame {
+    size_t i, j;
+    int64_t m;
+    uint64_t outside; /* bytes held by callers, a[i] included */
+} rv_frame;
+
+/* Walks the plan with an explicit stack (right part first, then left). */
+static remat_status emit_plan(const rv_solver *s, rv_emit *e, remat__revolve_stats *stats) {
+    rv_frame *stack = NULL;
+    size_t top = 0, cap = s->n + 2;
+    REMAT__FORWARD(remat__alloc_table((void **)&stack, cap, sizeof *stack, REMAT_MAX_BYTES,
+                                      "revolve plan stack", e->err));
+    remat_status st = REMAT_OK;
+    stack[top++] = (rv_frame){0, s->n, s->M, e->real->a[0]};
+    while (top > 0 && st == REMAT_OK) {
+        rv_frame f = stack[--top];
+        size_t k;
+        if (f.j == f.i + 1) {
+            st = emit_back(e, f.j, 0, f.outside);
+        } else if (!choose_action(s, f.i, f.j, f.m, &k)) {
+            st = remat__fail(e->err, REMAT_E_INTERNAL,
+                             "revolve: no action of (%zu, %zu) reproduces the table", f.i, f.j);
+        } else if (k == 0) {
+            stats->quad_nodes++;
+            st = emit_quadratic(e, f.i, f.j, f.outside);
+        } else if (top + 2 > cap) {
+            st = remat__fail(e->err, REMAT_E_INTERNAL, "revolve: plan stack overflow");
+        } else {
+            stats->ckpt_nodes++;
+            int64_t m = min_i64(f.m, pair_at(s, f.i, f.j)->hi);
+            st = emit_sweep(e, f.i, f.j, k, f.outside);
+            stack[top++] = (rv_frame){f.i, k, m, f.outside};
+            stack[top++] = (rv_frame){k, f.j, m - s->ab[k], sat_add_u64(f.outside, e->real->a[k])};
+        }
+    }
+    free(stack);
+    return st;
+}
+
+/* ---- entry points ---- */
+
+static remat_status infeasible(const rv_solver *s, const remat_solve_options *o, uint64_t a0,
+                               remat_error *err) {
+    const rv_pair *top = pair_at(s, 0, s->n);
+    uint64_t need = 0;
+    /* With a fixed bucket the least memory is exact; with the default one the
+     * bucket moves with the memory, so the caller searches. */
+    if (o->bucket_bytes && top->lo < RV_INF && (uint64_t)top->lo <= (REMAT_MAX_BYTES - a0) / s->bucket)
+        need = a0 + (uint64_t)top->lo * s->bucket;
+    remat_status st = remat__fail(err, REMAT_E_INFEASIBLE,
+                                  "revolve: no AD-model schedule fits in %llu bytes "
+                                  "(%lld buckets of %llu bytes beside the input)",
+                                  (unsigned long long)o->memory, (long long)s->M,
+                                  (unsigned long long)s->bucket);
+    if (err) err->min_memory = need;
+    return st;
+}
+
+static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_costs *real,
+                               const remat_solve_options *o, remat_schedule **out,
+                               remat__revolve_stats *stats, remat_error *err) {
+    uint64_t budget = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    size_t n = c->n, npairs;
+    REMAT__RETURN_IF(n > UINT32_MAX - 2 || !remat__mul_size(n, n + 1, &npairs), err,
+                     REMAT_E_TOO_LARGE, "revolve: %zu stages is too many", n);
+    npairs /= 2;
+    REMAT__FORWARD(remat__alloc_table((void **)&s->pairs, npairs, sizeof *s->pairs, budget,
+                                      "revolve subproblem table", err));
+    budget -= (uint64_t)npairs * sizeof *s->pairs;
+    REMAT__FORWARD(remat__alloc_table((void **)&s->ab, n + 1, sizeof *s->ab, budget,
+                                      "revolve checkpoint sizes", err));
+    budget -= (uint64_t)(n + 1) * sizeof *s->ab;
+    for (size_t k = 0; k <= n; k++) s->ab[k] = to_buckets(s->pc->a[k], s->bucket);
+    compute_bounds(s);
+    const rv_pair *top = pair_at(s, 0, n);
+    stats->min_buckets = top->lo;
+    if (top->lo > s->M) return infeasible(s, o, s->pc->a[0], err);
+    REMAT__FORWARD(layout_rows(s, &budget, err));
+    stats->table_entries = s->pool_len;
+    REMAT__FORWARD(run_dp(s, remat__threads(o->threads), budget, &stats->cells, &stats->threads,
+                          err));
+    stats->dp_cost = row_at(s, top, s->M);
+
+    remat_schedule *sch = NULL;
+    REMAT__FORWARD(remat_schedule_new("revolve", &sch, err));
+    rv_emit e = {.real = real, .out = sch, .peak = real->a[0], .time = 0, .err = err};
+    remat_status st = emit_plan(s, &e, stats);
+    /* In precise mode the table's cost is the prediction; it must match the plan's. */
+    if (st == REMAT_OK && o->revolve_mode != REMAT_REVOLVE_UNIFORM_COST &&
+        !(fabs(stats->dp_cost - e.time) <= 1e-9 * (1 + fabs(e.time))))
+        st = remat__fail(err, REMAT_E_INTERNAL, "revolve: table cost %.17g but plan cost %.17g",
+                         stats->dp_cost, e.time);
+    if (st != REMAT_OK) {
+        remat_schedule_free(sch);
+        return st;
+    }
+    sch->memory_limit = o->memory;
+    sch->time = o->revolve_mode == REMAT_REVOLVE_UNIFORM_COST ? e.time : stats->dp_cost;
+    sch->peak_bytes = e.peak;
+    *out = sch;
+    return REMAT_OK;
+}
+
+remat_status remat__revolve_solve_stats(const remat_chain *c, const remat_solve_options *o,
+                                        remat_schedule **out, remat__revolve_stats *stats,
+                                        remat_error *err) {
+    remat__revolve_stats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "revolve: NULL argument");
+    *out = NULL;
+    REMAT__RETURN_IF((unsigned)o->revolve_mode > REMAT_REVOLVE_UNIFORM_MEMORY, err, REMAT_E_INPUT,
+                     "revolve mode: unknown value %d", (int)o->revolve_mode);
+    REMAT__RETURN_IF(o->memory >= REMAT_MAX_BYTES || o->bucket_bytes >= REMAT_MAX_BYTES, err,
+                     REMAT_E_INPUT, "revolve: memory and bucket must be below 2^53 bytes");
+    uint64_t bucket = o->bucket_bytes;
+    if (bucket == 0) bucket = o->memory / RV_DEFAULT_BUCKETS + (o->memory % RV_DEFAULT_BUCKETS != 0);
+    if (bucket == 0) bucket = 1; /* memory 0: only an all-zero chain fits */
+
+    rv_costs real, plan;
+    REMAT__FORWARD(costs_init(&real, c, REMAT_REVOLVE_PRECISE, err));
+    const rv_costs *pc = &real;
+    if (o->revolve_mode != REMAT_REVOLVE_PRECISE) {
+        remat_status st = costs_init(&plan, c, o->revolve_mode, err);
+        if (st != REMAT_OK) {
+            costs_free(&real);
+            return st;
+        }
+        pc = &plan;
+    }
+    rv_solver s = {.pc = pc, .n = c->n, .bucket = bucket};
+    stats->bucket_bytes = bucket;
+    remat_status st;
+    if (o->memory < pc->a[0]) {
+        if (err) err->min_memory = 0;
+        st = remat__fail(err, REMAT_E_INFEASIBLE, "revolve: memory %llu is below the input (%llu bytes)",
+                         (unsigned long long)o->memory, (unsigned long long)pc->a[0]);
+    } else {
+        s.M = (int64_t)((o->memory - pc->a[0]) / bucket);
+        stats->buckets = s.M;
+        st = solve_with(&s, c, &real, o, out, stats, err);
+    }
+    free(s.pairs);
+    free(s.ab);
+    free(s.pool);
+    costs_free(&real);
+    if (pc != &real) costs_free(&plan);
+    return st;
+}
 
 remat_status remat__solve_revolve(const remat_chain *c, const remat_solve_options *o,
-                                remat_schedule **out, remat_error *err) {
-    (void)c; (void)o; (void)out;
-    return remat__fail(err, REMAT_E_INPUT, "revolve: not implemented yet");
+                                  remat_schedule **out, remat_error *err) {
+    return remat__revolve_solve_stats(c, o, out, NULL, err);
 }

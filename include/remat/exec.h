@@ -1,0 +1,75 @@
+/* remat: execution plans. A plan turns a (chain, schedule) pair into what each
+ * op reads, creates and frees (a[i], abar[i], d[i]), derived from the same
+ * SPEC section 2 semantics as the simulator. Every executor (the PyTorch one in
+ * python/remat/torch.py, later native engines) follows the plan instead of
+ * re-deriving the op rules, so they are defined once, in C. */
+#ifndef REMAT_EXEC_H
+#define REMAT_EXEC_H
+
+#include "remat/schedule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum remat_exec_value_kind {
+    REMAT_EXEC_A = 0,    /* a[i] */
+    REMAT_EXEC_ABAR = 1, /* abar[i] (holds a[i] too) */
+    REMAT_EXEC_D = 2     /* d[i] */
+} remat_exec_value_kind;
+
+typedef struct remat_exec_ref {
+    uint8_t kind;   /* remat_exec_value_kind */
+    uint32_t index; /* 0..n */
+} remat_exec_ref;
+
+/* At most: B reads d[i], abar[i], a[i-1]; B frees d[i], abar[i], a[i-1]. */
+#define REMAT_EXEC_MAX_REFS 4
+
+/* One op of the schedule, resolved against the memory state before it. */
+typedef struct remat_exec_step {
+    remat_op op;
+    /* Values the op reads. For a forward, reads[0] is its input in the form
+     * held (a[i-1] or abar[i-1]); for B: d[i], abar[i], then the input. */
+    size_t n_reads;
+    remat_exec_ref reads[REMAT_EXEC_MAX_REFS];
+    /* Values that exist after the op and not before. A forward whose result
+     * is already held (e.g. Fck i while abar[i] is held) creates nothing and
+     * need not compute at all. Fall i over a held a[i] creates abar[i] and
+     * frees a[i] (an upgrade). */
+    size_t n_creates;
+    remat_exec_ref creates[REMAT_EXEC_MAX_REFS];
+    /* Values released once the op has run. */
+    size_t n_frees;
+    remat_exec_ref frees[REMAT_EXEC_MAX_REFS];
+    uint64_t mem_during; /* bytes in use while it runs (overhead included) */
+    uint64_t mem_after;  /* bytes held after it */
+} remat_exec_step;
+
+typedef struct remat_exec_plan {
+    size_t n_steps;
+    remat_exec_step *steps; /* [n_steps], one per op of the schedule */
+    size_t first_backward;  /* index of the first B (the B n); ops before it
+                               can run in the training step's forward pass */
+    uint64_t peak_bytes;    /* as remat_simulate() reports */
+    double time;
+} remat_exec_plan;
+
+/* Builds the plan of schedule s on chain c. The schedule must be valid for c
+ * (REMAT_E_INPUT otherwise, naming the failing op and why); offload ops
+ * (Off/Pre/Wait) are not supported by plans yet (REMAT_E_INPUT). On success
+ * *out is a new plan: free it with remat_exec_plan_free(). On failure *out is
+ * NULL. */
+remat_status remat_exec_plan_build(const remat_chain *c, const remat_schedule *s,
+                                   remat_exec_plan **out, remat_error *err);
+
+/* Frees a plan; NULL is allowed. */
+void remat_exec_plan_free(remat_exec_plan *p);
+
+/* Text of a value, e.g. "abar[3]", "d[0]". Writes at most 24 bytes. */
+void remat_exec_ref_format(remat_exec_ref r, char out[24]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,484 @@
+/* Join problems and schedules: validation, JSON I/O and the Table 3 simulator. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "remat/join.h"
+
+#define JOIN_FORMAT "remat-join-1"
+#define JOIN_SCHEDULE_FORMAT "remat-join-schedule-1"
+#define JOIN_HUGE 9007199254740992.0 /* 2^53 */
+
+static remat_status check_time(double v, const char *src, const char *field, remat_error *err) {
+    REMAT__RETURN_IF(!isfinite(v) || v < 0 || v >= JOIN_HUGE, err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be a finite number >= 0 and < 2^53 (got %g)", src,
+                     field, v);
+    return REMAT_OK;
+}
+
+static remat_status problem_check(remat_join_problem *out, size_t k, const uint32_t *lengths,
+                                  double uf, double ub, double ut, uint64_t slots,
+                                  const char *src, remat_error *err) {
+    REMAT__RETURN_IF(!out || (k && !lengths), err, REMAT_E_INPUT, "%s: NULL argument", src);
+    REMAT__RETURN_IF(k == 0 || k > REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
+                     "%s: field \"branches\": needs 1 to %u branches (got %zu)", src,
+                     REMAT_JOIN_MAX_BRANCHES, k);
+    for (size_t j = 0; j < k; j++)
+        REMAT__RETURN_IF(lengths[j] < 1 || lengths[j] > REMAT_JOIN_MAX_LENGTH, err, REMAT_E_INPUT,
+                         "%s: field \"branches[%zu]\": a length must be 1 to %u (got %u)", src, j,
+                         REMAT_JOIN_MAX_LENGTH, (unsigned)lengths[j]);
+    REMAT__FORWARD(check_time(uf, src, "fwd_time", err));
+    REMAT__FORWARD(check_time(ub, src, "bwd_time", err));
+    REMAT__FORWARD(check_time(ut, src, "turn_time", err));
+    REMAT__RETURN_IF(slots >= ((uint64_t)1 << 53), err, REMAT_E_INPUT,
+                     "%s: field \"slots\": must be below 2^53", src);
+    memset(out, 0, sizeof *out);
+    out->k = k;
+    memcpy(out->lengths, lengths, k * sizeof *lengths);
+    out->fwd_time = uf;
+    out->bwd_time = ub;
+    out->turn_time = ut;
+    out->slots = slots;
+    return REMAT_OK;
+}
+
+remat_status remat_join_problem_init(remat_join_problem *out, size_t k, const uint32_t *lengths,
+                                     double fwd_time, double bwd_time, double turn_time,
+                                     uint64_t slots, remat_error *err) {
+    return problem_check(out, k, lengths, fwd_time, bwd_time, turn_time, slots, "join problem",
+                         err);
+}
+
+/* A JSON number that is an integer in [lo, hi]. */
+static remat_status json_uint(const cJSON *v, uint64_t lo, uint64_t hi, const char *src,
+                              const char *field, uint64_t *out, remat_error *err) {
+    REMAT__RETURN_IF(!v, err, REMAT_E_INPUT, "%s: field \"%s\" is missing", src, field);
+    REMAT__RETURN_IF(!cJSON_IsNumber(v), err, REMAT_E_INPUT, "%s: field \"%s\": must be a number",
+                     src, field);
+    double d = v->valuedouble;
+    REMAT__RETURN_IF(!isfinite(d) || d != floor(d), err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be an integer (got %g)", src, field, d);
+    REMAT__RETURN_IF(d < (double)lo || d > (double)hi, err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be %llu to %llu (got %g)", src, field,
+                     (unsigned long long)lo, (unsigned long long)hi, d);
+    *out = (uint64_t)d;
+    return REMAT_OK;
+}
+
+static remat_status json_time(const cJSON *root, const char *src, const char *field, double *out,
+                              remat_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, field);
+    REMAT__RETURN_IF(!v, err, REMAT_E_INPUT, "%s: field \"%s\" is missing", src, field);
+    REMAT__RETURN_IF(!cJSON_IsNumber(v), err, REMAT_E_INPUT, "%s: field \"%s\": must be a number",
+                     src, field);
+    *out = v->valuedouble;
+    return check_time(*out, src, field, err);
+}
+
+static remat_status check_format(const cJSON *root, const char *want, const char *src,
+                                 remat_error *err) {
+    REMAT__RETURN_IF(!cJSON_IsObject(root), err, REMAT_E_INPUT, "%s: not a JSON object", src);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    REMAT__RETURN_IF(!cJSON_IsString(f), err, REMAT_E_INPUT,
+                     "%s: field \"format\" is missing or not a string", src);
+    REMAT__RETURN_IF(strcmp(f->valuestring, want) != 0, err, REMAT_E_INPUT,
+                     "%s: field \"format\": expected \"%s\", got \"%.64s\"", src, want,
+                     f->valuestring);
+    return REMAT_OK;
+}
+
+static remat_status problem_from_cjson(const cJSON *root, const char *src,
+                                       remat_join_problem *out, remat_error *err) {
+    REMAT__FORWARD(check_format(root, JOIN_FORMAT, src, err));
+    const cJSON *br = cJSON_GetObjectItemCaseSensitive(root, "branches");
+    REMAT__RETURN_IF(!br, err, REMAT_E_INPUT, "%s: field \"branches\" is missing", src);
+    REMAT__RETURN_IF(!cJSON_IsArray(br), err, REMAT_E_INPUT,
+                     "%s: field \"branches\": must be an array of lengths", src);
+    int n = cJSON_GetArraySize(br);
+    REMAT__RETURN_IF(n < 1 || n > (int)REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
+                     "%s: field \"branches\": needs 1 to %u branches (got %d)", src,
+                     REMAT_JOIN_MAX_BRANCHES, n);
+    uint32_t lengths[REMAT_JOIN_MAX_BRANCHES];
+    char field[48];
+    for (int j = 0; j < n; j++) {
+        uint64_t v;
+        snprintf(field, sizeof field, "branches[%d]", j);
+        REMAT__FORWARD(json_uint(cJSON_GetArrayItem(br, j), 1, REMAT_JOIN_MAX_LENGTH, src, field,
+                                 &v, err));
+        lengths[j] = (uint32_t)v;
+    }
+    double uf, ub, ut;
+    REMAT__FORWARD(json_time(root, src, "fwd_time", &uf, err));
+    REMAT__FORWARD(json_time(root, src, "bwd_time", &ub, err));
+    REMAT__FORWARD(json_time(root, src, "turn_time", &ut, err));
+    uint64_t slots = 0;
+    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(root, "slots");
+    if (sl) REMAT__FORWARD(json_uint(sl, 1, ((uint64_t)1 << 53) - 1, src, "slots", &slots, err));
+    return problem_check(out, (size_t)n, lengths, uf, ub, ut, slots, src, err);
+}
+
+remat_status remat_join_problem_from_json(const char *text, size_t len, const char *source,
+                                          remat_join_problem *out, remat_error *err) {
+    const char *src = source ? source : "<string>";
+    REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    REMAT__RETURN_IF(!root, err, REMAT_E_INPUT, "%s: not valid JSON", src);
+    remat_status s = problem_from_cjson(root, src, out, err);
+    cJSON_Delete(root);
+    return s;
+}
+
+remat_status remat_join_problem_load(const char *path, remat_join_problem *out, remat_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    REMAT__RETURN_IF(!path, err, REMAT_E_INPUT, "remat_join_problem_load: path is NULL");
+    REMAT__FORWARD(remat__read_file(path, &text, &len, err));
+    remat_status s = remat_join_problem_from_json(text, len, path, out, err);
+    free(text);
+    return s;
+}
+
+int remat_join_is_problem_json(const char *text, size_t len) {
+    if (!text) return 0;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    int yes = cJSON_IsString(f) && strcmp(f->valuestring, JOIN_FORMAT) == 0;
+    cJSON_Delete(root);
+    return yes;
+}
+
+remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
+                                        remat_error *err) {
+    REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_problem_to_json: NULL argument");
+    remat__buf b = {0};
+    remat__buf_printf(&b, "{\"format\": \"%s\", \"branches\": [", JOIN_FORMAT);
+    for (size_t j = 0; j < p->k; j++)
+        remat__buf_printf(&b, "%s%u", j ? ", " : "", (unsigned)p->lengths[j]);
+    remat__buf_printf(&b, "], \"fwd_time\": %.17g, \"bwd_time\": %.17g, \"turn_time\": %.17g",
+                      p->fwd_time, p->bwd_time, p->turn_time);
+    if (p->slots) remat__buf_printf(&b, ", \"slots\": %llu", (unsigned long long)p->slots);
+    remat__buf_printf(&b, "}\n");
+    return remat__buf_finish(&b, out, err);
+}
+
+/* ---- ops ---- */
+
+static const char *const op_names[] = {"F", "Fb", "T", "S", "D", "Db"};
+
+void remat_join_op_format(remat_join_op op, char out[REMAT_JOIN_OP_TEXT_MAX]) {
+    if (op.kind > REMAT_JOIN_OP_DB)
+        snprintf(out, REMAT_JOIN_OP_TEXT_MAX, "?");
+    else if (op.kind == REMAT_JOIN_OP_T)
+        snprintf(out, REMAT_JOIN_OP_TEXT_MAX, "T");
+    else if (op.kind == REMAT_JOIN_OP_DB)
+        snprintf(out, REMAT_JOIN_OP_TEXT_MAX, "Db %u", (unsigned)op.branch);
+    else
+        snprintf(out, REMAT_JOIN_OP_TEXT_MAX, "%s %u %u", op_names[op.kind],
+                 (unsigned)op.branch, (unsigned)op.index);
+}
+
+/* A space then a decimal below 2^32; advances *p. */
+static int parse_arg(const char **p, uint32_t *out) {
+    const char *q = *p;
+    uint64_t v = 0;
+    if (*q++ != ' ' || *q < '0' || *q > '9') return 0;
+    while (*q >= '0' && *q <= '9') {
+        v = v * 10 + (uint64_t)(*q++ - '0');
+        if (v > UINT32_MAX) return 0;
+    }
+    *out = (uint32_t)v;
+    *p = q;
+    return 1;
+}
+
+remat_status remat_join_op_parse(const char *text, remat_join_op *out, remat_error *err) {
+    REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "op: NULL argument");
+    size_t n = strcspn(text, " ");
+    int kind = -1;
+    for (int k = 0; k <= REMAT_JOIN_OP_DB; k++)
+        if (strlen(op_names[k]) == n && strncmp(text, op_names[k], n) == 0) kind = k;
+    REMAT__RETURN_IF(kind < 0, err, REMAT_E_INPUT,
+                     "unknown op \"%.32s\" (expected F, Fb, T, S, D or Db)", text);
+    remat_join_op op = {(uint8_t)kind, 0, 0};
+    const char *p = text + n;
+    int args = kind == REMAT_JOIN_OP_T ? 0 : kind == REMAT_JOIN_OP_DB ? 1 : 2;
+    int ok = 1;
+    if (args >= 1) ok = parse_arg(&p, &op.branch) && op.branch >= 1;
+    if (ok && args == 2) ok = parse_arg(&p, &op.index);
+    REMAT__RETURN_IF(!ok || *p != '\0', err, REMAT_E_INPUT,
+                     "op \"%.32s\": expected \"%s%s\" with a branch from 1", text, op_names[kind],
+                     args == 2 ? " j i" : args == 1 ? " j" : "");
+    *out = op;
+    return REMAT_OK;
+}
+
+/* ---- schedules ---- */
+
+void remat_join_schedule_free(remat_join_schedule *s) {
+    if (!s) return;
+    free(s->ops);
+    free(s);
+}
+
+remat_status remat_join_schedule_to_json(const remat_join_schedule *s, char **out,
+                                         remat_error *err) {
+    REMAT__RETURN_IF(!s || !out, err, REMAT_E_INPUT, "remat_join_schedule_to_json: NULL argument");
+    remat__buf b = {0};
+    remat__buf_printf(&b,
+                      "{\n  \"format\": \"%s\",\n  \"algorithm\": \"%s\",\n  \"slots\": %llu,\n"
+                      "  \"time\": %.17g,\n  \"peak_slots\": %llu,\n  \"ops\": [",
+                      JOIN_SCHEDULE_FORMAT, s->algorithm, (unsigned long long)s->slots, s->time,
+                      (unsigned long long)s->peak_slots);
+    char t[REMAT_JOIN_OP_TEXT_MAX];
+    for (size_t i = 0; i < s->n_ops; i++) {
+        remat_join_op_format(s->ops[i], t);
+        remat__buf_printf(&b, "%s\"%s\"", i == 0 ? "" : (i % 12 == 0 ? ",\n    " : ", "), t);
+    }
+    remat__buf_printf(&b, "]\n}\n");
+    return remat__buf_finish(&b, out, err);
+}
+
+static remat_status schedule_from_cjson(const cJSON *root, const char *src,
+                                        remat_join_schedule *s, remat_error *err) {
+    REMAT__FORWARD(check_format(root, JOIN_SCHEDULE_FORMAT, src, err));
+    const cJSON *alg = cJSON_GetObjectItemCaseSensitive(root, "algorithm");
+    if (cJSON_IsString(alg)) remat__strlcpy(s->algorithm, alg->valuestring, sizeof s->algorithm);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "slots");
+    if (v) REMAT__FORWARD(json_uint(v, 0, ((uint64_t)1 << 53) - 1, src, "slots", &s->slots, err));
+    v = cJSON_GetObjectItemCaseSensitive(root, "peak_slots");
+    if (v)
+        REMAT__FORWARD(
+            json_uint(v, 0, ((uint64_t)1 << 53) - 1, src, "peak_slots", &s->peak_slots, err));
+    if (cJSON_GetObjectItemCaseSensitive(root, "time"))
+        REMAT__FORWARD(json_time(root, src, "time", &s->time, err));
+    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(root, "ops");
+    REMAT__RETURN_IF(!cJSON_IsArray(ops), err, REMAT_E_INPUT,
+                     "%s: field \"ops\" is missing or not an array", src);
+    int n = cJSON_GetArraySize(ops);
+    REMAT__RETURN_IF((size_t)n > REMAT_JOIN_MAX_OPS, err, REMAT_E_TOO_LARGE,
+                     "%s: field \"ops\": more than %zu ops", src, REMAT_JOIN_MAX_OPS);
+    s->ops = remat__calloc((size_t)n, sizeof *s->ops);
+    REMAT__RETURN_IF(!s->ops, err, REMAT_E_NOMEM, "%s: out of memory", src);
+    s->cap = (size_t)n;
+    int i = 0;
+    for (const cJSON *it = ops->child; it; it = it->next, i++) {
+        REMAT__RETURN_IF(!cJSON_IsString(it), err, REMAT_E_INPUT,
+                         "%s: field \"ops[%d]\": must be a string", src, i);
+        remat_error e;
+        remat__clear(&e);
+        REMAT__RETURN_IF(remat_join_op_parse(it->valuestring, &s->ops[i], &e) != REMAT_OK, err,
+                         REMAT_E_INPUT, "%s: field \"ops[%d]\": %s", src, i, e.message);
+        s->n_ops++;
+    }
+    return REMAT_OK;
+}
+
+remat_status remat_join_schedule_from_json(const char *text, size_t len, const char *source,
+                                           remat_join_schedule **out, remat_error *err) {
+    const char *src = source ? source : "<string>";
+    REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
+    *out = NULL;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    REMAT__RETURN_IF(!root, err, REMAT_E_INPUT, "%s: not valid JSON", src);
+    remat_join_schedule *s = calloc(1, sizeof *s);
+    remat_status st = s ? schedule_from_cjson(root, src, s, err)
+                        : remat__fail(err, REMAT_E_NOMEM, "%s: out of memory", src);
+    cJSON_Delete(root);
+    if (st != REMAT_OK) {
+        remat_join_schedule_free(s);
+        return st;
+    }
+    *out = s;
+    return REMAT_OK;
+}
+
+remat_status remat_join_schedule_load(const char *path, remat_join_schedule **out,
+                                      remat_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_schedule_load: NULL argument");
+    *out = NULL;
+    REMAT__FORWARD(remat__read_file(path, &text, &len, err));
+    remat_status s = remat_join_schedule_from_json(text, len, path, out, err);
+    free(text);
+    return s;
+}
+
+/* ---- the simulator ---- */
+
+/* Memory: copies of each x_i per branch, and the one xbar per branch. */
+typedef struct join_mem {
+    const remat_join_problem *p;
+    uint32_t *copies;              /* copies[base[j] + i]: copies of x_i on branch j */
+    size_t base[REMAT_JOIN_MAX_BRANCHES + 1];
+    int64_t bar[REMAT_JOIN_MAX_BRANCHES]; /* index i of the xbar_i held; -1 none yet */
+    int done[REMAT_JOIN_MAX_BRANCHES];    /* xbar_0 dropped */
+    int turned;
+    uint64_t held;
+    size_t nf, nb, nt;
+} join_mem;
+
+#define BAR_NONE (-1)
+
+static int sim_fail(remat_join_sim_result *r, size_t at, remat_join_op op, const char *why) {
+    char t[REMAT_JOIN_OP_TEXT_MAX];
+    remat_join_op_format(op, t);
+    r->valid = 0;
+    r->failed_op = at;
+    snprintf(r->reason, sizeof r->reason, "op %zu (\"%s\"): %s", at, t, why);
+    return 0;
+}
+
+/* Applies one op; returns 0 and fills r when it cannot run. */
+static int sim_apply(join_mem *m, remat_join_op op, size_t at, remat_join_sim_result *r) {
+    const remat_join_problem *p = m->p;
+    char why[160];
+    if (op.kind == REMAT_JOIN_OP_T) {
+        if (m->turned) return sim_fail(r, at, op, "the turn has already run");
+        for (size_t j = 0; j < p->k; j++)
+            if (m->copies[m->base[j] + p->lengths[j]] == 0) {
+                snprintf(why, sizeof why, "needs x_%u of branch %zu, which is not in memory",
+                         (unsigned)p->lengths[j], j + 1);
+                return sim_fail(r, at, op, why);
+            }
+        for (size_t j = 0; j < p->k; j++) {
+            m->copies[m->base[j] + p->lengths[j]]--;
+            m->bar[j] = p->lengths[j];
+        }
+        m->turned = 1;
+        m->nt++;
+        return 1;
+    }
+    if (op.kind > REMAT_JOIN_OP_DB) return sim_fail(r, at, op, "unknown op");
+    if (op.branch < 1 || op.branch > p->k) {
+        snprintf(why, sizeof why, "branch %u does not exist (the problem has %zu)",
+                 (unsigned)op.branch, p->k);
+        return sim_fail(r, at, op, why);
+    }
+    size_t j = op.branch - 1;
+    uint32_t len = p->lengths[j], i = op.index;
+    if (op.kind == REMAT_JOIN_OP_DB) {
+        if (m->bar[j] != 0 || m->done[j])
+            return sim_fail(r, at, op, "xbar_0 of this branch is not in memory");
+        m->done[j] = 1;
+        m->bar[j] = BAR_NONE;
+        m->held--;
+        return 1;
+    }
+    int forward = op.kind == REMAT_JOIN_OP_F || op.kind == REMAT_JOIN_OP_FB;
+    if (forward ? i >= len : i > len) {
+        snprintf(why, sizeof why, "index %u is out of range for branch %zu of length %u",
+                 (unsigned)i, j + 1, (unsigned)len);
+        return sim_fail(r, at, op, why);
+    }
+    uint32_t *x = &m->copies[m->base[j] + i];
+    if (*x == 0) {
+        snprintf(why, sizeof why, "needs x_%u of branch %zu, which is not in memory", (unsigned)i,
+                 j + 1);
+        return sim_fail(r, at, op, why);
+    }
+    switch (op.kind) {
+    case REMAT_JOIN_OP_F: /* in place: the input's slot takes the output */
+        (*x)--;
+        x[1]++;
+        m->nf++;
+        break;
+    case REMAT_JOIN_OP_FB:
+        if (m->bar[j] != (int64_t)i + 1) {
+            snprintf(why, sizeof why, "needs xbar_%u of branch %zu, which is not in memory",
+                     (unsigned)i + 1, j + 1);
+            return sim_fail(r, at, op, why);
+        }
+        (*x)--;
+        m->bar[j] = i;
+        m->held--;
+        m->nb++;
+        break;
+    case REMAT_JOIN_OP_S:
+        (*x)++;
+        m->held++;
+        break;
+    default: /* D */
+        (*x)--;
+        m->held--;
+        break;
+    }
+    return 1;
+}
+
+static void sim_end_check(const join_mem *m, size_t n, remat_join_sim_result *r) {
+    const remat_join_problem *p = m->p;
+    r->failed_op = n;
+    if (!m->turned) {
+        snprintf(r->reason, sizeof r->reason, "end: the turn never ran");
+        return;
+    }
+    for (size_t j = 0; j < p->k; j++) {
+        if (!m->done[j]) {
+            if (m->bar[j] == 0)
+                snprintf(r->reason, sizeof r->reason,
+                         "end: xbar_0 of branch %zu is still in memory (missing \"Db %zu\")",
+                         j + 1, j + 1);
+            else
+                snprintf(r->reason, sizeof r->reason,
+                         "end: branch %zu is not back-propagated to xbar_0", j + 1);
+            return;
+        }
+        for (uint32_t i = 0; i <= p->lengths[j]; i++)
+            if (m->copies[m->base[j] + i]) {
+                snprintf(r->reason, sizeof r->reason,
+                         "end: x_%u of branch %zu is still in memory", (unsigned)i, j + 1);
+                return;
+            }
+    }
+    r->valid = 1;
+    r->reason[0] = '\0';
+}
+
+remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
+                                 uint64_t limit, remat_join_sim_result *res, remat_error *err) {
+    REMAT__RETURN_IF(!p || !res || (n && !ops), err, REMAT_E_INPUT,
+                     "remat_join_simulate: NULL argument");
+    REMAT__RETURN_IF(p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
+                     "remat_join_simulate: bad branch count %zu", p->k);
+    memset(res, 0, sizeof *res);
+    join_mem m;
+    memset(&m, 0, sizeof m);
+    m.p = p;
+    for (size_t j = 0; j < p->k; j++) {
+        REMAT__RETURN_IF(p->lengths[j] > REMAT_JOIN_MAX_LENGTH, err, REMAT_E_INPUT,
+                         "remat_join_simulate: branch %zu is too long", j + 1);
+        m.base[j + 1] = m.base[j] + p->lengths[j] + 1;
+        m.bar[j] = BAR_NONE;
+    }
+    m.copies = remat__calloc(m.base[p->k], sizeof *m.copies);
+    REMAT__RETURN_IF(!m.copies, err, REMAT_E_NOMEM, "remat_join_simulate: out of memory");
+    for (size_t j = 0; j < p->k; j++) m.copies[m.base[j]] = 1;
+    m.held = p->k;
+    res->peak_slots = m.held;
+    int ok = 1;
+    if (limit && m.held > limit) {
+        res->failed_op = 0;
+        snprintf(res->reason, sizeof res->reason,
+                 "start: the %zu inputs need more than the %llu slots", p->k,
+                 (unsigned long long)limit);
+        ok = 0;
+    }
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = sim_apply(&m, ops[i], i, res);
+        if (m.held > res->peak_slots) res->peak_slots = m.held;
+        if (ok && limit && m.held > limit) {
+            char why[96];
+            snprintf(why, sizeof why, "needs %llu slots, more than the %llu available",
+                     (unsigned long long)m.held, (unsigned long long)limit);
+            ok = sim_fail(res, i, ops[i], why);
+        }
+    }
+    res->time = (double)m.nf * p->fwd_time + (double)m.nb * p->bwd_time +
+                (double)m.nt * p->turn_time;
+    if (ok) sim_end_check(&m, n, res);
+    free(m.copies);
+    return REMAT_OK;
+}

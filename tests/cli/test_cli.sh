@@ -1,0 +1,120 @@
+#!/bin/sh
+# Tests of the remat command-line tool (not the library): output, exit codes
+# and one-line error messages. $REMAT is the binary under test.
+REMAT=${REMAT:-build/remat}
+D=$(dirname "$0")/data
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; sed 's/^/    /' "$T/err" "$T/out" 2>/dev/null | head -n 8; }
+# run WANT_EXIT NAME CMD...: runs CMD, checks its exit code
+run() { want=$1; name=$2; shift 2; "$@" >"$T/out" 2>"$T/err"; rc=$?
+    if [ $rc -eq "$want" ]; then ok "$name"; else echo "    exit $rc, expected $want"; bad "$name"; fi; }
+# err_line NAME PATTERN: stderr is exactly one line, starts "remat: " and matches PATTERN
+err_line() { if [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q '^remat: ' "$T/err" && grep -qE -e "$2" "$T/err"
+    then ok "$1"; else bad "$1"; fi; }
+out_has() { if grep -qE -e "$2" "$T/out"; then ok "$1"; else bad "$1"; fi; }
+json_field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+
+# usage and help
+run 0 "remat --help" "$REMAT" --help
+out_has "help lists commands" "solve CHAIN --memory M"
+run 2 "no arguments is a usage error" "$REMAT"
+run 2 "unknown command" "$REMAT" frobnicate
+err_line "unknown command message" "unknown command"
+for c in solve simulate curve info join; do
+    run 0 "$c --help" "$REMAT" $c --help
+    out_has "$c --help shows usage" "^usage: remat $c"
+done
+run 0 "version" "$REMAT" version
+
+# simulate: the store-all schedule of tiny.json, worked out by hand:
+# peak 1120 bytes while B 4 runs (970 held + d[3] 50 + ... see tests/cli/data), time 31
+run 0 "simulate store-all" "$REMAT" simulate "$D/tiny.json" "$D/storeall.sched.json"
+out_has "simulate reports valid" '"valid": true'
+out_has "simulate peak 1120" '"peak_bytes": 1120'
+out_has "simulate time 31" '"time": 31[,}]'
+run 2 "simulate unknown op" "$REMAT" simulate "$D/tiny.json" "$D/bad_op.sched.json"
+err_line "unknown op message names op" 'ops\[3\].*Fx 4'
+run 2 "simulate wrong B order" "$REMAT" simulate "$D/tiny.json" "$D/bad_order.sched.json"
+err_line "wrong order message" 'B 3.*order'
+run 2 "simulate missing schedule" "$REMAT" simulate "$D/tiny.json"
+
+# solve with every chain algorithm; each schedule must pass simulate
+for a in optimal revolve sequential store-all exact; do
+    run 0 "solve $a" "$REMAT" solve "$D/tiny.json" --memory 2000 --algorithm $a -o "$T/$a.json"
+    run 0 "simulate $a schedule" "$REMAT" simulate "$D/tiny.json" "$T/$a.json"
+    out_has "$a schedule valid" '"valid": true'
+    st=$(json_field "$T/$a.json" time); sim=$(json_field "$T/out" time)
+    if python3 -c "import sys; a,b=map(float,sys.argv[1:]); sys.exit(abs(a-b)>1e-9*(1+abs(b)))" "$st" "$sim"
+    then ok "$a predicted time = simulated"; else bad "$a predicted time $st != simulated $sim"; fi
+done
+run 0 "solve to stdout" "$REMAT" solve "$D/tiny.json" --memory 1500
+out_has "schedule format" '"format": "remat-schedule-1"'
+run 0 "solve exact bytes" "$REMAT" solve "$D/tiny.json" --memory 700 --slots 0 -o "$T/s0.json"
+run 0 "exact-bytes schedule simulates" "$REMAT" simulate "$D/tiny.json" "$T/s0.json"
+peak=$(json_field "$T/out" peak_bytes)
+if [ "$peak" -le 700 ]; then ok "exact-bytes peak $peak <= 700"; else bad "exact-bytes peak $peak > 700"; fi
+run 0 "solve with size suffix" "$REMAT" solve "$D/tiny.json" --memory 1KiB -a optimal
+run 0 "sequential with segments" "$REMAT" solve "$D/tiny.json" --memory 2000 -a sequential --segments 2
+
+# infeasible: exit 1 and the smallest memory that would work
+run 1 "solve below the minimum" "$REMAT" solve "$D/tiny.json" --memory 150
+err_line "infeasible names the minimum" 'needs at least [0-9]+ bytes'
+need=$(sed -E 's/.*needs at least ([0-9]+) bytes.*/\1/' "$T/err")
+run 0 "solve at the stated minimum" "$REMAT" solve "$D/tiny.json" --memory "$need"
+run 1 "limit below the input size" "$REMAT" solve "$D/tiny.json" --memory 50
+err_line "input size message" 'input'
+
+# usage errors
+run 2 "solve without --memory" "$REMAT" solve "$D/tiny.json"
+err_line "missing memory message" '--memory'
+run 2 "bad size" "$REMAT" solve "$D/tiny.json" --memory 12X
+err_line "bad size message" '^remat: --memory'
+run 2 "unknown algorithm" "$REMAT" solve "$D/tiny.json" --memory 1000 --algorithm magic
+err_line "unknown algorithm message" 'magic'
+run 2 "unknown option" "$REMAT" solve "$D/tiny.json" --memory 1000 --frob
+run 2 "negative bandwidth" "$REMAT" solve "$D/tiny.json" --memory 1000 -a pofo --bandwidth -5
+err_line "bandwidth message" 'bandwidth'
+run 2 "missing file" "$REMAT" info "$T/nope.json"
+err_line "missing file message" 'nope.json'
+
+# bad chains: exit 2, one line naming the file and the field
+for f in syntax missing negative nonfinite huge empty type format; do
+    run 2 "bad chain: $f" "$REMAT" solve "$D/bad_$f.json" --memory 1000
+    err_line "bad chain $f: one line naming the file" "bad_$f.json"
+done
+for pair in "missing:stages\[1\]\.out_bytes" "negative:stages\[2\]\.fwd_time" \
+            "nonfinite:stages\[3\]\.fwd_time" "huge:stages\[0\]\.saved_bytes" "empty:stages" \
+            "type:stages\[0\]\.out_bytes" "format:format"; do
+    f=${pair%%:*}; field=${pair#*:}
+    "$REMAT" info "$D/bad_$f.json" >"$T/out" 2>"$T/err"
+    err_line "bad chain $f names $field" "$field"
+done
+
+# curve
+run 0 "curve csv" "$REMAT" curve "$D/tiny.json"
+out_has "curve header" '^memory_bytes,memory_mib,time,slowdown$'
+if awk -F, 'NR>2 && ($1 <= pm || $3 >= pt) {exit 1} NR>1 {pm=$1; pt=$3} END {exit NR < 3}' "$T/out"
+then ok "curve: memory increases, time decreases"; else bad "curve not monotone"; fi
+if tail -n 1 "$T/out" | grep -q ',1.0000$'; then ok "curve ends at store-all time"; else bad "curve end"; fi
+# in exact bytes the curve's first point is the smallest feasible memory
+run 0 "curve in exact bytes" "$REMAT" curve "$D/tiny.json" --slots 0
+first=$(sed -n 2p "$T/out" | cut -d, -f1); below=$((first - 1))
+run 0 "curve's first point is solvable" "$REMAT" solve "$D/tiny.json" --slots 0 --memory "$first"
+run 1 "one byte less is not" "$REMAT" solve "$D/tiny.json" --slots 0 --memory "$below"
+run 0 "curve json" "$REMAT" curve "$D/tiny.json" --format json --points 5
+if python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['format']=='remat-curve-1' and 2<=len(d['points'])<=5" "$T/out"
+then ok "curve json parses"; else bad "curve json"; fi
+run 0 "curve of sequential" "$REMAT" curve "$D/tiny.json" --algorithm sequential --points 6
+
+# info
+run 0 "info" "$REMAT" info "$D/tiny.json"
+out_has "info stages" '^stages: +5 '
+out_has "info store-all peak" 'store-all peak: +1120 bytes'
+out_has "info store-all time" 'store-all time: +31$'
+out_has "info smallest memory" '^smallest memory: +[0-9]+ bytes'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

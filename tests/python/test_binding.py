@@ -1,0 +1,99 @@
+"""The ctypes binding: chains, schedules, solve, simulate, plans and errors."""
+import json
+import os
+import tempfile
+import unittest
+
+import remat
+
+
+def small_chain(n=4, meta=None):
+    stages = [{"name": "s%d" % i, "fwd_time": 1.0 + i, "bwd_time": 2.0, "out_bytes": 10 * i,
+               "saved_bytes": 40 * i} for i in range(1, n)]
+    stages.append({"name": "loss", "fwd_time": 0.5, "bwd_time": 0.5, "out_bytes": 4,
+                   "saved_bytes": 4})
+    return remat.Chain(stages, 8, name="small", meta=meta)
+
+
+class BindingTest(unittest.TestCase):
+    def test_chain_round_trip_keeps_meta(self):
+        c = small_chain(meta={"profile": {"batch_size": 2, "device": "cpu"}})
+        self.assertEqual(c.n, 4)
+        self.assertEqual(c.stages[1]["saved_bytes"], 80)
+        self.assertEqual(c.stages[1]["grad_bytes"], 20)  # default: out_bytes
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.json")
+            c.save(path)
+            doc = json.load(open(path))
+            self.assertEqual(doc["format"], "remat-chain-1")
+            self.assertEqual(doc["profile"]["batch_size"], 2)
+            c2 = remat.Chain.load(path)
+        self.assertEqual(c2.stages, c.stages)
+        self.assertEqual(c2.meta["profile"]["device"], "cpu")
+
+    def test_input_errors_name_the_field(self):
+        bad = [{"name": "s", "fwd_time": 1, "bwd_time": 1, "out_bytes": 10, "saved_bytes": 5}]
+        with self.assertRaises(remat.InputError) as cm:
+            remat.Chain(bad, 1)
+        self.assertIn("saved_bytes", str(cm.exception))
+        with self.assertRaises(remat.InputError):
+            remat.Chain.from_json("{not json")
+        with self.assertRaises(remat.RematIOError):
+            remat.Chain.load("/nonexistent/chain.json")
+        with self.assertRaises(remat.InputError):
+            remat.Schedule.from_ops(["Fly 3"])
+
+    def test_parse_size(self):
+        self.assertEqual(remat.parse_size("4GiB"), 4 << 30)
+        self.assertEqual(remat.parse_size("300MB"), 300 * 10 ** 6)
+        self.assertEqual(remat.parse_size(123), 123)
+        for bad in ("-1", "lots", -5, 1 << 60):
+            with self.assertRaises(remat.InputError):
+                remat.parse_size(bad)
+
+    def test_solve_simulate_and_infeasible(self):
+        c = small_chain()
+        peak, t = remat.store_all_cost(c)
+        s = remat.solve(c, peak, algorithm="store-all")
+        self.assertEqual(s.ops[0], "Fall 1")
+        self.assertEqual(len(s.ops), 2 * c.n)
+        r = remat.simulate(c, s)
+        self.assertTrue(r.valid)
+        self.assertEqual(r.peak_bytes, peak)
+        self.assertAlmostEqual(r.time, t)
+        with self.assertRaises(remat.InfeasibleError) as cm:
+            remat.solve(c, peak - 1, algorithm="store-all")
+        self.assertEqual(cm.exception.min_memory, peak)
+        self.assertIn(str(peak), str(cm.exception))
+
+    def test_simulate_reports_invalid(self):
+        c = small_chain()
+        s = remat.Schedule.from_ops(["Fall 2", "B 4"])
+        r = remat.simulate(c, s)
+        self.assertFalse(r.valid)
+        self.assertEqual(r.fail_op, 0)
+        self.assertIn("a[1]", r.reason)
+
+    def test_plan_mirrors_semantics(self):
+        c = small_chain(3)
+        s = remat.Schedule.from_ops(["Fck 1", "Fn 2", "Fall 3", "B 3", "Fall 1", "Fall 2",
+                                     "B 2", "B 1"])
+        p = remat.plan(c, s)
+        self.assertEqual(p.first_backward, 3)
+        self.assertEqual(p.steps[1].frees, [("a", 1)])
+        self.assertEqual(p.steps[1].creates, [("a", 2)])
+        self.assertEqual(p.steps[6].reads, [("d", 2), ("abar", 2), ("abar", 1)])
+        self.assertEqual(p.peak_bytes, remat.simulate(c, s).peak_bytes)
+        with self.assertRaises(remat.InputError):
+            remat.plan(c, remat.Schedule.from_ops(["Fall 1", "B 1"]))
+
+    def test_schedule_json_round_trip(self):
+        c = small_chain()
+        s = remat.solve(c, "1GiB", algorithm="store-all")
+        s2 = remat.Schedule.from_json(s.to_json())
+        self.assertEqual(s2.ops, s.ops)
+        self.assertEqual(s2.peak_bytes, s.peak_bytes)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,199 @@
+/* Core API: chain creation, op text, solve options, dispatch and store-all. */
+#include <stdlib.h>
+
+#include "common/testlib.h"
+#include "test.h"
+
+static remat_stage stage(double f, double b, uint64_t out, uint64_t saved) {
+    remat_stage s;
+    memset(&s, 0, sizeof s);
+    s.fwd_time = f;
+    s.bwd_time = b;
+    s.out_bytes = out;
+    s.saved_bytes = saved;
+    s.grad_bytes = out;
+    return s;
+}
+
+static void chain_create_validates(void) {
+    remat_stage st[2] = {stage(1, 2, 10, 20), stage(1, 1, 1, 1)};
+    remat_chain *c = (remat_chain *)1;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 0, &c, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(c == NULL);
+    ASSERT_CONTAINS(e.message, "stages");
+    st[0].saved_bytes = 5; /* below out_bytes */
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].saved_bytes");
+    st[0].saved_bytes = 20;
+    st[1].bwd_time = NAN;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[1].bwd_time");
+    st[1].bwd_time = -1;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    st[1].bwd_time = 1;
+    st[1].fwd_overhead = REMAT_MAX_BYTES;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[1].fwd_overhead");
+    st[1].fwd_overhead = 0;
+    ASSERT_STATUS(remat_chain_create("x", REMAT_MAX_BYTES, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "input_bytes");
+    ASSERT_STATUS(remat_chain_create("x", 5, 7, st, 2, &c, &e), REMAT_OK);
+    /* accessors: a[0] is the input, d[0] its gradient, the seed d[n] counts 0 */
+    ASSERT_EQ_U64(remat_chain_a_bytes(c, 0), 5);
+    ASSERT_EQ_U64(remat_chain_d_bytes(c, 0), 7);
+    ASSERT_EQ_U64(remat_chain_a_bytes(c, 1), 10);
+    ASSERT_EQ_U64(remat_chain_abar_bytes(c, 1), 20);
+    ASSERT_EQ_U64(remat_chain_d_bytes(c, 2), 0);
+    remat_chain_free(c);
+}
+
+static void op_text_round_trips(void) {
+    const char *good[] = {"Fn 1", "Fck 12", "Fall 3", "B 7", "Del a[0]", "Del abar[4]",
+                          "Off abar[2]", "Pre a[9]", "Wait abar[1]"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        remat_op op;
+        char back[REMAT_OP_TEXT_MAX];
+        ASSERT_STATUS(remat_op_parse(good[k], &op, NULL), REMAT_OK);
+        remat_op_format(op, back);
+        ASSERT_TRUE(strcmp(back, good[k]) == 0);
+    }
+    const char *bad[] = {"", "F 1", "Fall", "Fall x", "Fall -1", "Fall 1 ", "B 99999999999",
+                         "Del 3", "Del a[3", "Del b[3]", "Del abar[]", "fall 1"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        remat_op op;
+        remat_error e;
+        ASSERT_STATUS(remat_op_parse(bad[k], &op, &e), REMAT_E_INPUT);
+        ASSERT_CONTAINS(e.message, "op");
+    }
+}
+
+static void algorithm_names_round_trip(void) {
+    for (int a = 0; a < REMAT_ALG_COUNT_; a++) {
+        remat_algorithm back;
+        ASSERT_STATUS(remat_algorithm_parse(remat_algorithm_name((remat_algorithm)a), &back, NULL),
+                      REMAT_OK);
+        ASSERT_EQ_INT(back, a);
+    }
+    remat_algorithm x;
+    remat_error e;
+    ASSERT_STATUS(remat_algorithm_parse("magic", &x, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "magic");
+}
+
+static remat_chain *three_stage(void) {
+    remat_stage st[3] = {stage(1, 2, 10, 30), stage(2, 3, 20, 40), stage(1, 1, 1, 2)};
+    remat_chain *c = NULL;
+    remat_chain_create("three", 10, 10, st, 3, &c, NULL);
+    return c;
+}
+
+static void store_all_cost_and_schedule(void) {
+    remat_chain *c = three_stage();
+    ASSERT_TRUE(c != NULL);
+    /* held: a0 10; Fall1 +30 = 40; Fall2 +40 = 80; Fall3 +2 = 82;
+     * B3: +d2 20 -> 102 while it runs, then 102 - 2 = 100;
+     * B2: +d1 10 -> 110 while it runs, then 110 - 20 - 40 = 50;
+     * B1: +d0 10 -> 60 while it runs. Peak 110; time 4 forward + 6 backward = 10. */
+    uint64_t peak = 0;
+    double t = 0;
+    ASSERT_STATUS(remat_store_all_cost(c, &peak, &t, NULL), REMAT_OK);
+    ASSERT_EQ_U64(peak, 110);
+    ASSERT_NEAR(t, 10, 0);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.algorithm = REMAT_ALG_STORE_ALL;
+    o.memory = 110;
+    remat_schedule *s = NULL;
+    ASSERT_STATUS(remat_solve(c, &o, &s, NULL), REMAT_OK);
+    ASSERT_EQ_U64(s->n_ops, 6);
+    ASSERT_TRUE(strcmp(s->algorithm, "store-all") == 0);
+    ASSERT_EQ_U64(s->memory_limit, 110);
+    ASSERT_TRUE(test_schedule_ok(c, s, 110));
+    remat_schedule_free(s);
+    remat_error e;
+    o.memory = 109;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INFEASIBLE);
+    ASSERT_TRUE(s == NULL);
+    ASSERT_EQ_U64(e.min_memory, 110);
+    uint64_t m = 0;
+    ASSERT_STATUS(remat_min_memory(c, &o, &m, NULL), REMAT_OK);
+    ASSERT_EQ_U64(m, 110);
+    remat_chain_free(c);
+}
+
+static void solve_rejects_bad_options(void) {
+    remat_chain *c = three_stage();
+    remat_solve_options o;
+    remat_schedule *s = NULL;
+    remat_error e;
+    remat_solve_options_init(&o);
+    o.memory = 1000;
+    o.slots = -2;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "slots");
+    remat_solve_options_init(&o);
+    o.memory = REMAT_MAX_BYTES;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "memory");
+    remat_solve_options_init(&o);
+    o.memory = 1000;
+    o.algorithm = REMAT_ALG_OFFLOAD_ONLY;
+    o.bandwidth = -1;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "bandwidth");
+    o.bandwidth = INFINITY;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INPUT);
+    o.bandwidth = 0; /* offload-only without a link */
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INPUT);
+    remat_solve_options_init(&o);
+    o.algorithm = (remat_algorithm)99;
+    o.memory = 1000;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INPUT);
+    remat_solve_options_init(&o);
+    o.memory = 5; /* below the input a[0] = 10 */
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INFEASIBLE);
+    ASSERT_CONTAINS(e.message, "input");
+    ASSERT_TRUE(s == NULL);
+    remat_chain_free(c);
+}
+
+static void simulate_rejects_bad_bandwidth(void) {
+    remat_chain *c = three_stage();
+    remat_schedule *s = NULL;
+    remat_sim_result *r = NULL;
+    remat_sim_options so;
+    remat_error e;
+    remat_schedule_new("x", &s, NULL);
+    remat_sim_options_init(&so);
+    so.bandwidth = -1;
+    ASSERT_STATUS(remat_simulate(c, s, &so, &r, &e), REMAT_E_INPUT);
+    so.bandwidth = NAN;
+    ASSERT_STATUS(remat_simulate(c, s, &so, &r, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(r == NULL);
+    /* an empty schedule is simulated and found invalid: it ends before B 3 */
+    ASSERT_STATUS(remat_simulate(c, s, NULL, &r, &e), REMAT_OK);
+    ASSERT_TRUE(!r->valid);
+    ASSERT_CONTAINS(r->reason, "B 3");
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
+static void version_and_status_names(void) {
+    ASSERT_EQ_INT(remat_version_number(), REMAT_VERSION_NUMBER);
+    ASSERT_CONTAINS(remat_version_string(), ".");
+    ASSERT_CONTAINS(remat_status_name(REMAT_E_INFEASIBLE), "INFEASIBLE");
+    ASSERT_CONTAINS(remat_status_name((remat_status)77), "UNKNOWN");
+}
+
+static const test_case cases[] = {
+    {"chain_create_validates", chain_create_validates},
+    {"op_text_round_trips", op_text_round_trips},
+    {"algorithm_names_round_trip", algorithm_names_round_trip},
+    {"store_all_cost_and_schedule", store_all_cost_and_schedule},
+    {"solve_rejects_bad_options", solve_rejects_bad_options},
+    {"simulate_rejects_bad_bandwidth", simulate_rejects_bad_bandwidth},
+    {"version_and_status_names", version_and_status_names},
+};
+TEST_MAIN(cases)

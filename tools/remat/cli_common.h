@@ -1,0 +1,40 @@
+/* Options shared by solve, curve and info. */
+#ifndef REMAT_CLI_COMMON_H
+#define REMAT_CLI_COMMON_H
+
+#include "cli.h"
+
+typedef struct cli_chain_opts {
+    remat_solve_options solve;
+    int have_memory;
+    int have_bandwidth;
+    const char *bandwidth_text;
+    const char *output;
+} cli_chain_opts;
+
+/* Consumes argv[*i] if it is a chain option: returns 0 (ok), 2 (bad value, reported)
+ * or -1 (not a chain option). */
+int cli_chain_option(int argc, char **argv, int *i, cli_chain_opts *co);
+/* Parses what needs the chain ("--bandwidth SIZE/s" uses its time unit). */
+int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c);
+int cli_parse_bandwidth(const char *text, const remat_chain *c, double *out);
+int cli_load_chain(const char *path, remat_chain **out);
+/* Reports an infeasible solve with the smallest memory that would work; returns 1. */
+int cli_report_infeasible(const remat_error *e, const remat_solve_options *o);
+void cli_human_bytes(uint64_t b, char out[32]);
+
+#define CLI_SOLVER_OPTIONS_HELP                                                              \
+    "  -a, --algorithm A    optimal (default), revolve, sequential, store-all, exact,\n"    \
+    "                       pofo, offload-only, opportunist, autocapper\n"                  \
+    "  --slots S            optimal: memory slots (default 500); 0 = exact bytes\n"         \
+    "  --segments K         sequential: K segments (default: the best K that fits)\n"       \
+    "  --bucket SIZE        revolve: memory bucket size (default memory/500)\n"             \
+    "  --revolve-mode MODE  revolve: precise (default), uniform-cost, uniform-memory\n"     \
+    "  --no-del             exact: forbid Del (search persistent-like schedules)\n"         \
+    "  -b, --bandwidth B    host link, bytes per time unit or SIZE/s (e.g. 12GB/s);\n"      \
+    "                       needed by pofo, offload-only, opportunist, autocapper\n"        \
+    "  --values N           pofo: memory values of the DP (default 50)\n"                   \
+    "  --threads T          worker threads (default: all cores)\n"                          \
+    "  --max-work SIZE      cap on solver tables (default 8GiB)\n"
+
+#endif
