@@ -451,48 +451,54 @@ static size_t find_op(const remat_join_schedule *s, const char *text, size_t fro
     return SIZE_MAX;
 }
 
-/* Section 4.1: l = (4, 10, 12), c = 9, unit costs. The paper's optimal
- * schedule first checkpoints x_9 of the 12-branch, then x_7 of the 10-branch,
- * then runs the rest with the minimal 7 slots, backward order red, green, blue;
- * the two checkpointed segments are reversed last with Opt_0(6, 7) and
- * Opt_0(8, 9). */
+static double opt_b(const uint32_t *l, const unsigned char *b, uint64_t c) {
+    remat_join_problem p = mk(3, l, 1, 1, 1, 0);
+    remat_join_plan *pl = NULL;
+    if (remat_join_plan_create(&p, b, 0, NULL, &pl, NULL) != REMAT_OK) return NAN;
+    double v = remat_join_plan_makespan(pl, c);
+    remat_join_plan_free(pl);
+    return v;
+}
+
+/* Section 4.1: l = (4, 10, 12), c = 9, unit costs. The paper checkpoints x_9 of
+ * the 12-branch first (reversed last with Opt_0(8, 9)), then, in (3, 4, 10)
+ * with 8 slots and b = (1, 0, 0), x_7 of the 10-branch (Opt_0(6, 7)), leaving
+ * (3, 3, 4) with b = (1, 1, 0) at its minimal 7 slots. The sub-problem steps
+ * are optimal here too; the top-level choice is not: Eq. 5 finds 74 where
+ * that structure costs 75 (the simulator replays the 74). */
 static void test_toy_example(void) {
     remat_join_problem p = mk(3, (uint32_t[]){4, 10, 12}, 1, 1, 1, 9);
     remat_join_schedule *s = NULL;
     remat_error e;
     ASSERT_STATUS(remat_join_solve(&p, 0, NULL, &s, &e), REMAT_OK);
-    /* The paper's structure, priced by Eq. 5, must be optimal. */
     double o06 = opt0(6, 7, 1, 1), o08 = opt0(8, 9, 1, 1);
-    remat_join_problem sub = mk(3, (uint32_t[]){3, 3, 4}, 1, 1, 1, 0);
-    remat_join_plan *pl = NULL;
-    ASSERT_STATUS(remat_join_plan_create(&sub, (unsigned char[]){1, 1, 0}, 0, NULL, &pl, NULL),
-                  REMAT_OK);
-    double inner = remat_join_plan_makespan(pl, 7);
-    remat_join_plan_free(pl);
-    double paper = 9 + (7 + inner + o06) + o08;
-    ASSERT_NEAR(s->time, paper, 0);
-    /* Structure: S 3 0 then F 3 0..8, then S 2 0 then F 2 0..6. */
-    ASSERT_EQ_U64(find_op(s, "S 3 0", 0), 0);
-    ASSERT_EQ_U64(find_op(s, "F 3 8", 0), 9);
-    ASSERT_EQ_U64(find_op(s, "S 2 0", 0), 10);
-    ASSERT_EQ_U64(find_op(s, "F 2 6", 0), 17);
+    double inner = opt_b((uint32_t[]){3, 3, 4}, (unsigned char[]){1, 1, 0}, 7);
+    double mid = opt_b((uint32_t[]){3, 4, 10}, (unsigned char[]){1, 0, 0}, 8);
+    ASSERT_NEAR(mid, 7 + inner + o06, 0); /* x_7 on the 10-branch is optimal there */
+    ASSERT_TRUE(isinf(opt_b((uint32_t[]){3, 3, 4}, (unsigned char[]){1, 1, 0}, 6)));
+    double paper = 9 + mid + o08;
+    ASSERT_NEAR(paper, 75, 0);
+    ASSERT_NEAR(s->time, 74, 0);
+    /* Canonical shape: the forward phase copies x_0 of each branch once, then
+     * advances; the turn sees every x_l; after it each branch ends with
+     * "Fb j 0" and "Db j", and nothing runs on a branch after its Db. */
     size_t turn = find_op(s, "T", 0);
     ASSERT_TRUE(turn != SIZE_MAX);
-    /* Before the turn only x_0 of every branch and these two checkpoints were copied. */
-    size_t copies = 0;
-    for (size_t i = 0; i < turn; i++) copies += s->ops[i].kind == REMAT_JOIN_OP_S;
-    ASSERT_EQ_U64(copies, 4);
-    /* After the turn: the red rest (Fb 3 11 .. Fb 3 9) and green rest end before
-     * blue's Fb 1 0; then green's first 7 steps, then red's first 9. */
-    size_t red_rest = find_op(s, "Fb 3 9", turn), green_rest = find_op(s, "Fb 2 7", turn);
-    size_t blue = find_op(s, "Fb 1 0", turn), green = find_op(s, "Fb 2 0", turn),
-           red = find_op(s, "Fb 3 0", turn);
-    ASSERT_TRUE(red_rest < green_rest && green_rest < blue && blue < green && green < red);
-    ASSERT_EQ_U64(red, s->n_ops - 2); /* ... "Fb 3 0", "Db 3" */
+    for (uint32_t j = 1; j <= 3; j++) {
+        char t[REMAT_JOIN_OP_TEXT_MAX];
+        snprintf(t, sizeof t, "S %u 0", (unsigned)j);
+        ASSERT_TRUE(find_op(s, t, 0) < turn);
+        snprintf(t, sizeof t, "Db %u", (unsigned)j);
+        size_t db = find_op(s, t, 0);
+        ASSERT_TRUE(db > turn && db != SIZE_MAX);
+        for (size_t i = db + 1; i < s->n_ops; i++) ASSERT_TRUE(s->ops[i].branch != j);
+    }
+    for (size_t i = 0; i < turn; i++) ASSERT_TRUE(s->ops[i].kind != REMAT_JOIN_OP_FB);
     remat_join_sim_result r;
     ASSERT_STATUS(remat_join_simulate(&p, s->ops, s->n_ops, 9, &r, NULL), REMAT_OK);
     ASSERT_TRUE(r.valid);
     ASSERT_EQ_U64(r.peak_slots, 9);
+    ASSERT_NEAR(r.time, 74, 0);
     remat_join_schedule_free(s);
 }
 
@@ -580,14 +586,14 @@ static void test_simulator_reports(void) {
     ASSERT_EQ_U64(r.failed_op, 3);
     ASSERT_CONTAINS(r.reason, "\"S 2 0\"");
     ASSERT_CONTAINS(r.reason, "more than the 3 available");
-    /* Drop the re-copy of x_0: Fb 1 1 then lacks x_1. */
+    /* Drop the re-copy of x_0: the recomputation eats it and Fb 1 0 lacks x_0. */
     remat_join_op bad[16];
     memcpy(bad, ops, 8 * sizeof *ops);
     memcpy(bad + 8, ops + 9, 4 * sizeof *ops);
     ASSERT_STATUS(remat_join_simulate(&p, bad, n - 1, 0, &r, NULL), REMAT_OK);
     ASSERT_TRUE(!r.valid);
-    ASSERT_EQ_U64(r.failed_op, 9);
-    ASSERT_CONTAINS(r.reason, "needs x_1 of branch 1");
+    ASSERT_EQ_U64(r.failed_op, 10);
+    ASSERT_CONTAINS(r.reason, "needs x_0 of branch 1");
     /* Leave out the last Db: the end state is wrong. */
     ASSERT_STATUS(remat_join_simulate(&p, ops, n - 1, 0, &r, NULL), REMAT_OK);
     ASSERT_TRUE(!r.valid);
@@ -639,7 +645,9 @@ static void test_json_round_trip(void) {
     ASSERT_STATUS(remat_join_schedule_from_json(text, strlen(text), "s", &s2, NULL), REMAT_OK);
     remat_free(text);
     ASSERT_EQ_U64(s2->n_ops, s->n_ops);
-    ASSERT_TRUE(memcmp(s->ops, s2->ops, s->n_ops * sizeof *s->ops) == 0);
+    for (size_t i = 0; i < s->n_ops; i++)
+        ASSERT_TRUE(s->ops[i].kind == s2->ops[i].kind && s->ops[i].branch == s2->ops[i].branch &&
+                    s->ops[i].index == s2->ops[i].index);
     ASSERT_NEAR(s2->time, s->time, 0);
     ASSERT_EQ_U64(s2->peak_slots, s->peak_slots);
     ASSERT_TRUE(strcmp(s2->algorithm, "join-optimal") == 0);

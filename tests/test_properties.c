@@ -6,7 +6,9 @@
  *    <= 5 stages optimal equals a brute-force persistent optimum. (exact
  *    without Del may beat optimal: Fn can still drop a kept value early; see
  *    no_del_counterexample);
- *  - with room for everything, optimal and exact take the store-all time.
+ *  - with room for everything, optimal and exact take the store-all time;
+ *  - on failure, min memories keep the same order (exact <= optimal <=
+ *    sequential, store-all) and exceed the limit.
  * Seeds are fixed; REMAT_TEST_QUICK (or ASan) runs a tenth of the chains,
  * REMAT_TEST_SCALE=k k times as many. A
  * solver still reporting "not implemented" is skipped and named in the output. */
@@ -280,7 +282,7 @@ static uint64_t random_limit(test_rng *r, const remat_chain *c, uint64_t peak) {
 
 static void test_all_solvers(void) {
     test_rng r = {20240601};
-    int chains = scale(2500), compared = 0, loose = 0;
+    int chains = scale(6000), compared = 0, loose = 0, solved[6] = {0};
     for (int it = 0; it < chains; it++) {
         test_chain_spec sp = random_spec(&r, 12);
         remat_chain *c = test_random_chain(&r, &sp);
@@ -302,6 +304,7 @@ static void test_all_solvers(void) {
             if (all[k]->skipped) continue;
             if (!answered(all[k])) fail = 1;
             if (ok(all[k]) && !test_schedule_ok(c, all[k]->s, m)) fail = 1;
+            solved[k] += ok(all[k]);
         }
         if (!fail && !opt0.skipped) {
             for (size_t k = 2; k < 5; k++) {
@@ -319,6 +322,14 @@ static void test_all_solvers(void) {
                     (!ok(&ex) || !tol_le(ex.s->time, all[k]->s->time)))
                     fail = 4;
         }
+        /* Min memories reported on failure keep the same order. */
+        if (!fail && !opt0.skipped && opt0.st == REMAT_E_INFEASIBLE) {
+            for (size_t k = 3; k < 5; k++)
+                if (all[k]->st == REMAT_E_INFEASIBLE && opt0.min_memory > all[k]->min_memory) fail = 6;
+            if (!ex.skipped && ex.st == REMAT_E_INFEASIBLE && ex.min_memory > opt0.min_memory) fail = 6;
+            if (opt0.min_memory <= m) fail = 6;
+        }
+        if (!fail && !ex.skipped && ex.st == REMAT_E_INFEASIBLE && ex.min_memory <= m) fail = 6;
         if (!fail && m >= peak) {
             loose++;
             if (!opt0.skipped && (!ok(&opt0) || fabs(opt0.s->time - all_t) > 1e-9 * (1 + all_t))) fail = 5;
@@ -336,6 +347,9 @@ static void test_all_solvers(void) {
         remat_chain_free(c);
         if (fail) TEST_FAIL_("property %d failed on chain %d (printed above)", fail, it);
     }
+    printf("  %d chains; schedules from optimal(slots=0) %d, optimal %d, revolve %d, "
+           "sequential %d, store-all %d, exact %d\n", chains, solved[0], solved[1], solved[2],
+           solved[3], solved[4], solved[5]);
     ASSERT_TRUE(loose > chains / 10);
     if (!missing[REMAT_ALG_OPTIMAL]) ASSERT_TRUE(compared > chains / 2);
 }
@@ -345,7 +359,7 @@ static void test_all_solvers(void) {
  * chains where forbidding Del still leaves a non-persistent gain. */
 static void test_exact_vs_persistent(void) {
     test_rng r = {777};
-    int chains = scale(3000), nonpersistent_gain = 0, del_gain = 0, shown = 0;
+    int chains = scale(5000), nonpersistent_gain = 0, del_gain = 0, shown = 0;
     for (int it = 0; it < chains; it++) {
         test_chain_spec sp = random_spec(&r, 5);
         remat_chain *c = test_random_chain(&r, &sp);

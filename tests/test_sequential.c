@@ -115,6 +115,7 @@ static void test_bad_k(void) {
     /* A fixed K that does not fit reports that K's own peak. */
     ASSERT_STATUS(solve_k(c, 15, 2, &s, &e), REMAT_E_INFEASIBLE);
     ASSERT_EQ_U64(e.min_memory, 16);
+    ASSERT_CONTAINS(e.message, "2 segments need 16 bytes");
     remat_chain_free(c);
 }
 

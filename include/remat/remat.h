@@ -6,4 +6,6 @@
 #include "remat/schedule.h"
 #include "remat/simulate.h"
 #include "remat/solvers.h"
+#include "remat/join.h"
+#include "remat/exec.h"
 #endif

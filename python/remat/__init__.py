@@ -241,6 +241,11 @@ def solve(chain, memory, algorithm="optimal", slots=None, segments=None, threads
     ptr = ctypes.POINTER(_lib.ScheduleStruct)()
     err = _lib.Error()
     st = _lib.lib.remat_solve(chain._ptr, ctypes.byref(o), ctypes.byref(ptr), ctypes.byref(err))
+    if st == 2 and not err.min_memory:  # e.g. a limit below the input: ask the library
+        try:
+            err.min_memory = min_memory(chain, algorithm, slots)
+        except RematError:
+            err.min_memory = _min_from_solver(chain, o)
     if st == 2 and err.min_memory:
         msg = err.message.decode("utf-8", "replace")
         raise InfeasibleError("%s; %s needs at least %d bytes (%s) for chain %r"
@@ -248,6 +253,19 @@ def solve(chain, memory, algorithm="optimal", slots=None, segments=None, threads
                                  chain.name), int(err.min_memory))
     _lib.check(st, err)
     return Schedule(ptr)
+
+
+def _min_from_solver(chain, o):
+    """The minimum the solver itself reports at the smallest sensible limit."""
+    o2 = _lib.SolveOptions.from_buffer_copy(o)
+    o2.memory = chain.input_bytes
+    ptr = ctypes.POINTER(_lib.ScheduleStruct)()
+    err = _lib.Error()
+    st = _lib.lib.remat_solve(chain._ptr, ctypes.byref(o2), ctypes.byref(ptr), ctypes.byref(err))
+    if st == 0:
+        _lib.lib.remat_schedule_free(ptr)
+        return chain.input_bytes
+    return int(err.min_memory) if st == 2 else 0
 
 
 def min_memory(chain, algorithm="optimal", slots=None):

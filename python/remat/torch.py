@@ -14,10 +14,7 @@ outside, in plain autograd. The whole schedule runs as one autograd.Function:
 the ops before the first B (which is always B n) run in forward, the rest in
 its backward. Op semantics come from the C execution plan (remat.plan).
 """
-import copy
 import hashlib
-import json
-import math
 import os
 import statistics
 import time
@@ -265,6 +262,16 @@ class _BufferSnapshot:
                     getattr(m, n).copy_(b)
 
 
+def _autocast_state():
+    """The autocast settings of the step's forward, so recomputations in the
+    backward (outside the user's autocast block) compute the same thing."""
+    gpu = {"enabled": torch.is_autocast_enabled(), "dtype": torch.get_autocast_gpu_dtype(),
+           "cache_enabled": torch.is_autocast_cache_enabled()}
+    cpu = {"enabled": torch.is_autocast_cpu_enabled(), "dtype": torch.get_autocast_cpu_dtype(),
+           "cache_enabled": torch.is_autocast_cache_enabled()}
+    return gpu, cpu
+
+
 def _rng_devices(t):
     return [t.device.index if t.device.index is not None else torch.cuda.current_device()] \
         if t.device.type == "cuda" else []
@@ -378,7 +385,6 @@ def _profile_stage(i, stage, x, need_grad, repeat, device, inplace):
         else:
             bwd_times.append(0.0)
         y_keep = y.detach()
-        del y, inp, rec
     info = {"name": "%d:%s" % (i, type(stage).__name__),
             "fwd_time": statistics.median(fwd_times), "bwd_time": statistics.median(bwd_times),
             "out_bytes": int(out_bytes), "saved_bytes": int(saved_bytes),
@@ -485,37 +491,61 @@ class _Run:
         self.stages = list(owner.seq)
         self.L = len(self.stages)
         # d[n] is the seed (size 0); B n hands on the gradient autograd gives us.
-        self.store = {("a", 0): x.detach(), ("d", self.L + 1): None}
+        self.store = {("d", self.L + 1): None}
         self.x_needs_grad = x.requires_grad and x.is_floating_point()
         self.count = [0] * (self.L + 2)
         self.rng = {}
         self.devices = _rng_devices(x)
         self.output = None
-        self.peak = 0
         self.measure = owner.measure_memory
         self.grad_out = None
+        self.autocast = _autocast_state()
+        # Memory count, kept up to date as values come and go: reference
+        # counts of distinct storages (a and abar values) plus dense gradients.
+        self.refs = {}
+        self.live = 0
+        self.peak = 0
+        self._put(("a", 0), x.detach())
 
-    # -- memory count: distinct storages of held values -------------------
-    def _live_bytes(self):
-        seen = {}
-        dense = 0
-        for (kind, _), v in self.store.items():
-            if v is None:
-                continue
-            if kind == "d":
-                dense += _dense_bytes(v)
-            elif kind == "a":
-                k, nb = _storage_key(v)
-                seen[k] = nb
+    # -- the store and its memory count ---------------------------------------
+    def _storages(self, kind, v):
+        if kind == "a":
+            return [_storage_key(v)]
+        out = list(v.storages.items())
+        out.append(_storage_key(v.out))
+        return out
+
+    def _count(self, key, v, sign):
+        if v is None or not self.measure:
+            return
+        kind = key[0]
+        if kind == "d":
+            self.live += sign * _dense_bytes(v)
+            return
+        for k, nb in self._storages(kind, v):
+            ref = self.refs.setdefault(k, [0, nb])
+            if sign > 0:
+                ref[0] += 1
+                if ref[0] == 1:
+                    self.live += nb
             else:
-                seen.update(v.storages)
-                k, nb = _storage_key(v.out)
-                seen[k] = nb
-        return sum(seen.values()) + dense
+                ref[0] -= 1
+                if ref[0] == 0:
+                    self.live -= ref[1]
+                    del self.refs[k]
+
+    def _put(self, key, v):
+        old = self.store.get(key)
+        self._count(key, old, -1)
+        self.store[key] = v
+        self._count(key, v, +1)
+
+    def _drop(self, key):
+        self._count(key, self.store.pop(key), -1)
 
     def _note(self):
-        if self.measure:
-            self.peak = max(self.peak, self._live_bytes())
+        if self.live > self.peak:
+            self.peak = self.live
 
     # -- values ----------------------------------------------------------------
     def _input(self, i):
@@ -544,6 +574,11 @@ class _Run:
         return out
 
     def _call(self, i, stage, x, keep_graph, inplace):
+        gpu, cpu = self.autocast
+        with torch.cuda.amp.autocast(**gpu), torch.cpu.amp.autocast(**cpu):
+            return self._call_stage(i, stage, x, keep_graph, inplace)
+
+    def _call_stage(self, i, stage, x, keep_graph, inplace):
         if not keep_graph:
             with torch.no_grad():
                 y = stage(x.clone() if inplace else x)
@@ -578,18 +613,15 @@ class _Run:
             kind = st.kind
             if kind in ("Fn", "Fck", "Fall"):
                 for c in st.creates:  # nothing to create: the value is already held
-                    if c[0] == "abar":
-                        self.store[c] = self._forward(st.index, True)
-                    else:
-                        self.store[c] = self._forward(st.index, False)
+                    self._put(c, self._forward(st.index, c[0] == "abar"))
             elif kind == "B":
-                self.store[("d", st.index - 1)] = self._backward(st.index)
+                self._put(("d", st.index - 1), self._backward(st.index))
             elif kind != "Del":
                 raise remat.InputError("remat.torch: op %s is not supported by the executor"
                                        % st.op)
             self._note()
             for f in st.frees:
-                del self.store[f]
+                self._drop(f)
         return self
 
 

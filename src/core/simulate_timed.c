@@ -368,6 +368,7 @@ static int memory_sweep(timed *T, remat_sim_result *r, size_t ops, int record) {
             continue;
         }
         int64_t dmax = dsum;
+        if (record && !add_point(r, &cap, tm->start, add_signed(tm->during, dsum))) return 0;
         while (j < T->n_dl && T->dl[j].time < tm->end) {
             dsum += T->dl[j].bytes;
             if (dsum > dmax) dmax = dsum;
@@ -375,8 +376,6 @@ static int memory_sweep(timed *T, remat_sim_result *r, size_t ops, int record) {
                 return 0;
             j++;
         }
-        if (record && tm->compute == 1 && !add_point(r, &cap, tm->start, add_signed(tm->during, dmax)))
-            return 0;
         r->mem_during[k] = add_signed(tm->during, dmax);
         if (r->mem_during[k] > r->peak_bytes) r->peak_bytes = r->mem_during[k];
         base = tm->after;

@@ -416,6 +416,8 @@ static remat_status push_task(opt_rebuild *r, opt_task t, remat_error *err) {
 static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m, size_t *out,
                                 remat_error *err) {
     float want = table_at(x, s, t, m), best = INFINITY;
+    *out = 0;
+    if (m >= x->g[IDX(x, s, t)]) return REMAT_OK; /* all Fall: the tail value */
     *out = SIZE_MAX;
     opt_view A = view_of(x, s + 1, t);
     if (m >= m_all(x, s, t) && m >= x->ab[s]) {

@@ -41,11 +41,15 @@ typedef struct pofo {
     double *otab;       /* OC[i][x][A][B], i in 1..n */
     int32_t *ochoice;   /* (j - i) << 2 | off << 1 | fck, -1 none */
     remat_schedule *s;
+    int relaxed;        /* emit no Wait after a segment's forward (see repair()) */
+    uint64_t *sizes;    /* [5][n+1]: a, abar, d, units of a, units of abar */
 } pofo;
 
-static uint64_t A_(const pofo *P, size_t i) { return remat_chain_a_bytes(P->c, i); }
-static uint64_t AB(const pofo *P, size_t i) { return remat_chain_abar_bytes(P->c, i); }
-static uint64_t D_(const pofo *P, size_t i) { return remat_chain_d_bytes(P->c, i); }
+static uint64_t A_(const pofo *P, size_t i) { return P->sizes[i]; }
+static uint64_t AB(const pofo *P, size_t i) { return P->sizes[(P->n + 1) + i]; }
+static uint64_t D_(const pofo *P, size_t i) { return P->sizes[2 * (P->n + 1) + i]; }
+static uint64_t UA(const pofo *P, size_t i) { return P->sizes[3 * (P->n + 1) + i]; }
+static uint64_t UAB(const pofo *P, size_t i) { return P->sizes[4 * (P->n + 1) + i]; }
 static const remat_stage *ST(const pofo *P, size_t i) { return &P->c->stages[i - 1]; }
 static uint64_t units(const pofo *P, uint64_t bytes) { return bytes / P->q + (bytes % P->q != 0); }
 static uint64_t input_bytes(const pofo *P, size_t i, int x) { return x ? AB(P, i - 1) : A_(P, i - 1); }
@@ -71,7 +75,7 @@ static void c_cell(pofo *P, size_t i, size_t j, size_t m) {
             best = si->fwd_time + si->bwd_time;
             choice = 0;
         } else {
-            uint64_t u = units(P, AB(P, i));
+            uint64_t u = UAB(P, i);
             if (u <= m) {
                 double sub = P->ctab[cidx(P, i + 1, j, m - u)];
                 if (sub < INFINITY) {
@@ -89,7 +93,7 @@ static void c_cell(pofo *P, size_t i, size_t j, size_t m) {
         if (need > fmax) fmax = need;
         if (D_(P, j) + fmax > mb) break;
         fsum += sk->fwd_time;
-        uint64_t u = units(P, A_(P, k));
+        uint64_t u = UA(P, k);
         if (u > m) continue;
         double t1 = P->ctab[cidx(P, k + 1, j, m - u)];
         double t2 = P->ctab[cidx(P, i, k, m)];
@@ -116,6 +120,8 @@ static double prefetch_idle(const pofo *P, size_t b, double overlap) {
     return b && t > 0 ? t : 0;
 }
 
+static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b);
+
 static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
     double best = INFINITY;
     int32_t choice = -1;
@@ -138,7 +144,7 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
         /* Fall i: the next segment's input is abar[i]. */
         if (AB(P, i) + si->fwd_overhead <= ff &&
             AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
-            double sub = P->otab[oidx(P, i + 1, 1, a2, b2)];
+            double sub = oc_value(P, i + 1, 1, a2, b2);
             double t = si->fwd_time + (copy > si->fwd_time ? copy - si->fwd_time : 0) + sub +
                        si->bwd_time + prefetch_idle(P, b, si->bwd_time);
             if (t < best) {
@@ -159,7 +165,7 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
             fsum += sj->fwd_time;
             double cb = P->ctab[cidx(P, i, j, mb)];
             if (!(cb < INFINITY)) continue;
-            double sub = P->otab[oidx(P, j + 1, 0, a2, b2)];
+            double sub = oc_value(P, j + 1, 0, a2, b2);
             double t = fsum + (copy > fsum ? copy - fsum : 0) + sub + cb + prefetch_idle(P, b, cb);
             if (t < best) {
                 best = t;
@@ -172,11 +178,18 @@ done:
     P->ochoice[oidx(P, i, x, a, b)] = choice;
 }
 
-static void fill_oc(pofo *P) {
-    for (size_t i = P->n; i >= 1; i--)
-        for (int x = 0; x <= (i > 1); x++)
-            for (size_t a = 0; a < P->W; a++)
-                for (size_t b = 0; b < P->W; b++) oc_cell(P, i, x, a, b);
+/* Top-down: only the states reachable from (1, 0, 0, 0) are solved, and few
+ * dB values are (0 or the size of some input). Depth <= n. */
+#define OC_TODO (-2)
+static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b) {
+    size_t k = oidx(P, i, x, a, b);
+    if (P->ochoice[k] == OC_TODO) oc_cell(P, i, x, a, b);
+    return P->otab[k];
+}
+
+static void reset_oc(pofo *P) {
+    size_t no = P->n * 2 * P->W * P->W; /* checked in alloc_tables */
+    for (size_t k = 0; k < no; k++) P->ochoice[k] = OC_TODO;
 }
 
 /* ---- Emission ---- */
@@ -220,7 +233,7 @@ static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, int pr
     if (off) REMAT__FORWARD(vop(P, REMAT_OP_OFF, x, i - 1, err));
     REMAT__FORWARD(op(P, fck ? REMAT_OP_FCK : REMAT_OP_FALL, i, err));
     for (size_t h = i + 1; fck && h <= j; h++) REMAT__FORWARD(op(P, REMAT_OP_FN, h, err));
-    if (off) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
+    if (off && !P->relaxed) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
     REMAT__FORWARD(emit_oc(P, j + 1, !fck, a2, b2, x, i - 1, err));
     if (off) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
     if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
@@ -233,6 +246,7 @@ static void pofo_free(pofo *P) {
     free(P->cchoice);
     free(P->otab);
     free(P->ochoice);
+    free(P->sizes);
 }
 
 static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
@@ -258,49 +272,224 @@ static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
                               "pofo OC choices", err);
 }
 
-remat_status remat__pofo_plan(const remat_chain *c, uint64_t memory, uint32_t values, double bw,
-                              remat__pofo_mode mode, uint64_t max_work_bytes,
-                              remat_schedule **out, remat_error *err) {
-    *out = NULL;
+/* Sets up P for `memory` and fills the rematerialization table C, which
+ * depends on the memory only, so several runs can share it. */
+static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uint32_t values,
+                             uint64_t max_work_bytes, remat_error *err) {
+    memset(P, 0, sizeof *P);
     REMAT__RETURN_IF(values == 0 || values > 100000, err, REMAT_E_INPUT,
                      "offload values: %u is not in 1..100000", values);
+    P->c = c;
+    P->n = c->n;
+    P->L = c->n - 1;
+    P->q = memory / values ? memory / values : 1;
+    P->cap = (uint32_t)(memory / P->q > values * 2u ? values * 2u : memory / P->q);
+    P->W = (size_t)P->cap + 1;
+    if (max_work_bytes == 0) max_work_bytes = REMAT_DEFAULT_MAX_WORK_BYTES;
+    remat_status st = alloc_tables(P, max_work_bytes, err);
+    if (st == REMAT_OK) {
+        P->sizes = remat__calloc(5 * (P->n + 1), sizeof *P->sizes);
+        if (!P->sizes) st = remat__fail(err, REMAT_E_NOMEM, "pofo: out of memory");
+    }
+    for (size_t i = 0; st == REMAT_OK && i <= P->n; i++) {
+        size_t w = P->n + 1;
+        P->sizes[i] = remat_chain_a_bytes(c, i);
+        P->sizes[w + i] = i ? remat_chain_abar_bytes(c, i) : 0;
+        P->sizes[2 * w + i] = remat_chain_d_bytes(c, i);
+        P->sizes[3 * w + i] = units(P, P->sizes[i]);
+        P->sizes[4 * w + i] = units(P, P->sizes[w + i]);
+    }
+    if (st != REMAT_OK) {
+        pofo_free(P);
+        return st;
+    }
+    fill_c(P);
+    return REMAT_OK;
+}
+
+static remat_status ctx_run(pofo *P, double bw, remat__pofo_mode mode, int relaxed,
+                            remat_schedule **out, remat_error *err) {
+    *out = NULL;
     REMAT__RETURN_IF(!(bw >= 0) || !isfinite(bw), err, REMAT_E_INPUT,
                      "bandwidth: must be a finite number >= 0");
-    pofo P;
-    memset(&P, 0, sizeof P);
-    P.c = c;
-    P.n = c->n;
-    P.L = c->n - 1;
-    P.q = memory / values ? memory / values : 1;
-    P.cap = (uint32_t)(memory / P.q > values * 2u ? values * 2u : memory / P.q);
-    P.W = (size_t)P.cap + 1;
-    P.bw = bw;
-    P.mode = mode;
-    if (max_work_bytes == 0) max_work_bytes = REMAT_DEFAULT_MAX_WORK_BYTES;
-    remat_status st = alloc_tables(&P, max_work_bytes, err);
-    if (st == REMAT_OK) {
-        fill_c(&P);
-        fill_oc(&P);
-        double t = P.otab[oidx(&P, 1, 0, 0, 0)];
-        if (!(t < INFINITY))
-            st = remat__fail(err, REMAT_E_INFEASIBLE,
-                             "pofo: no schedule fits in %llu bytes with %u memory values",
-                             (unsigned long long)memory, values);
-        else
-            st = remat_schedule_new("pofo", &P.s, err);
-        if (st == REMAT_OK) st = emit_oc(&P, 1, 0, 0, 0, 0, 0, err);
-        if (st == REMAT_OK) {
-            P.s->time = t;
-            P.s->memory_limit = memory;
-            *out = P.s;
-            P.s = NULL;
-        }
+    P->bw = bw;
+    P->mode = mode;
+    P->relaxed = relaxed;
+    P->s = NULL;
+    reset_oc(P);
+    double t = oc_value(P, 1, 0, 0, 0);
+    REMAT__RETURN_IF(!(t < INFINITY), err, REMAT_E_INFEASIBLE,
+                     "pofo: no schedule fits in %llu bytes with %u memory values",
+                     (unsigned long long)(P->q * P->cap), P->cap);
+    REMAT__FORWARD(remat_schedule_new("pofo", &P->s, err));
+    remat_status st = emit_oc(P, 1, 0, 0, 0, 0, 0, err);
+    if (st != REMAT_OK) {
+        remat_schedule_free(P->s);
+        P->s = NULL;
+        return st;
     }
-    remat_schedule_free(P.s);
+    P->s->time = t;
+    *out = P->s;
+    P->s = NULL;
+    return REMAT_OK;
+}
+
+static remat_status plan(const remat_chain *c, uint64_t memory, uint32_t values, double bw,
+                         remat__pofo_mode mode, uint64_t max_work_bytes, int relaxed,
+                         remat_schedule **out, remat_error *err) {
+    *out = NULL;
+    pofo P;
+    REMAT__FORWARD(ctx_init(&P, c, memory, values, max_work_bytes, err));
+    remat_status st = ctx_run(&P, bw, mode, relaxed, out, err);
+    if (st == REMAT_OK) (*out)->memory_limit = memory;
     pofo_free(&P);
     return st;
 }
 
+remat_status remat__pofo_plan(const remat_chain *c, uint64_t memory, uint32_t values, double bw,
+                              remat__pofo_mode mode, uint64_t max_work_bytes,
+                              remat_schedule **out, remat_error *err) {
+    return plan(c, memory, values, bw, mode, max_work_bytes, 0, out, err);
+}
+
+/* ---- The relaxed candidates (the paper's section 5 conversion) ----
+ * The DP is run as if the link were `speedup` times faster, so offloads may
+ * overlap several segments, and emitted without the Wait after each
+ * segment's forward. repair() then inserts, at the first op whose memory is
+ * over the limit, a Wait for the oldest offload still in flight there (the
+ * copy that ends first), until the schedule fits. The simulator's time is
+ * then the candidate's time. */
+
+static int op_touches(remat_op op, size_t i) {
+    if (op.kind <= REMAT_OP_B) return op.index == i || op.index == i + 1;
+    return op.index == i;
+}
+
+static remat_status insert_op(remat_schedule *s, size_t at, remat_op op, remat_error *err) {
+    REMAT__FORWARD(remat_schedule_push(s, op, err));
+    memmove(&s->ops[at + 1], &s->ops[at], (s->n_ops - 1 - at) * sizeof *s->ops);
+    s->ops[at] = op;
+    return REMAT_OK;
+}
+
+/* REMAT_OK with *sim_time when s now fits; REMAT_E_INFEASIBLE when it cannot. */
+static remat_status repair(const remat_chain *c, remat_schedule *s, uint64_t memory, double bw,
+                           double *sim_time, remat_error *err) {
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = bw;
+    for (size_t round = 0; round <= s->n_ops; round++) {
+        remat_sim_result *r = NULL;
+        REMAT__FORWARD(remat_simulate(c, s, &so, &r, err));
+        if (!r->valid) {
+            remat_sim_result_free(r);
+            return REMAT_E_INFEASIBLE;
+        }
+        size_t k = 0;
+        while (k < r->n_ops && r->mem_during[k] <= memory) k++;
+        if (k == r->n_ops) {
+            *sim_time = r->time;
+            s->peak_bytes = r->peak_bytes;
+            remat_sim_result_free(r);
+            return REMAT_OK;
+        }
+        remat_sim_result_free(r);
+        /* the oldest offload in flight at op k that op k does not use */
+        size_t pick = SIZE_MAX;
+        for (size_t h = 0; h < k && pick == SIZE_MAX; h++) {
+            remat_op o = s->ops[h];
+            if (o.kind != REMAT_OP_OFF || op_touches(s->ops[k], o.index)) continue;
+            int settled = 0;
+            for (size_t g = h + 1; g < k; g++)
+                if ((s->ops[g].kind == REMAT_OP_WAIT || s->ops[g].kind == REMAT_OP_PRE) &&
+                    s->ops[g].index == o.index && s->ops[g].value == o.value)
+                    settled = 1;
+            if (!settled) pick = h;
+        }
+        if (pick == SIZE_MAX) return REMAT_E_INFEASIBLE;
+        remat_op w = s->ops[pick];
+        w.kind = REMAT_OP_WAIT;
+        REMAT__FORWARD(insert_op(s, k, w, err));
+    }
+    return REMAT_E_INFEASIBLE;
+}
+
+/* Moves each Pre earlier, one op at a time, while the schedule stays valid
+ * within `memory` and gets no slower: a prefetch issued earlier overlaps
+ * more backward compute. Pres stay after the loss's B and in their order. */
+static remat_status shift_pres(const remat_chain *c, remat_schedule *s, uint64_t memory,
+                               double bw, double *sim_time, remat_error *err) {
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = bw;
+    size_t floor_at = 0;
+    for (size_t k = 0; k < s->n_ops; k++)
+        if (s->ops[k].kind == REMAT_OP_B && s->ops[k].index == c->n) floor_at = k + 1;
+    for (size_t k = floor_at; k < s->n_ops; k++) {
+        if (s->ops[k].kind != REMAT_OP_PRE) continue;
+        size_t at = k;
+        while (at > floor_at && s->ops[at - 1].kind != REMAT_OP_PRE) {
+            remat_op tmp = s->ops[at - 1];
+            s->ops[at - 1] = s->ops[at];
+            s->ops[at] = tmp;
+            remat_sim_result *r = NULL;
+            REMAT__FORWARD(remat_simulate(c, s, &so, &r, err));
+            int keep = r->valid && r->peak_bytes <= memory && r->time <= *sim_time;
+            if (keep) *sim_time = r->time;
+            if (keep) s->peak_bytes = r->peak_bytes;
+            remat_sim_result_free(r);
+            if (!keep) { /* undo and stop */
+                s->ops[at] = s->ops[at - 1];
+                s->ops[at - 1] = tmp;
+                break;
+            }
+            at--;
+        }
+        floor_at = at + 1;
+    }
+    return REMAT_OK;
+}
+
+/* Plans at `limit`, simulates, and keeps the result in *best when it fits in
+ * `memory` and is faster. Returns REMAT_OK when the plan fit, REMAT_E_INFEASIBLE
+ * when it did not (or the DP found nothing), another status on errors. */
+static remat_status try_limit(const remat_chain *c, const remat_solve_options *o, uint64_t limit,
+                              uint32_t values, remat__pofo_mode mode, remat_schedule **best,
+                              double *best_sim, remat_error *err) {
+    remat_schedule *s = NULL;
+    remat_error e;
+    remat_status st = remat__pofo_plan(c, limit, values, o->bandwidth, mode, o->max_work_bytes, &s,
+                                       &e);
+    if (st != REMAT_OK) {
+        if (st != REMAT_E_INFEASIBLE && err) *err = e;
+        return st;
+    }
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = o->bandwidth;
+    remat_sim_result *r = NULL;
+    st = remat_simulate(c, s, &so, &r, err);
+    if (st == REMAT_OK && !r->valid)
+        st = remat__fail(err, REMAT_E_INTERNAL, "pofo produced an invalid schedule: op %zu (%s): %s",
+                         r->fail_op, r->fail_op_text, r->reason);
+    else if (st == REMAT_OK && r->peak_bytes > o->memory)
+        st = REMAT_E_INFEASIBLE;
+    if (st == REMAT_OK && (!*best || r->time < *best_sim)) {
+        s->peak_bytes = r->peak_bytes;
+        remat_schedule_free(*best);
+        *best = s;
+        *best_sim = r->time;
+        s = NULL;
+    }
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    return st;
+}
+
+/* The DP rounds every held value up to a whole unit, which can waste up to
+ * about one unit per checkpoint. Its plan at M is valid by construction; plans
+ * for slightly larger limits are tried too (a binary search over the extra
+ * units) and kept when the simulator confirms they fit in M. */
 remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *o,
                                remat_schedule **out, remat_error *err) {
     *out = NULL;
@@ -309,16 +498,67 @@ remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *
     uint32_t values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
     remat__pofo_mode mode =
         o->algorithm == REMAT_ALG_OFFLOAD_ONLY ? REMAT__POFO_OFFLOAD_ONLY : REMAT__POFO_FULL;
-    remat_schedule *s = NULL;
-    REMAT__FORWARD(remat__pofo_plan(c, o->memory, values, o->bandwidth, mode, o->max_work_bytes,
-                                    &s, err));
-    double predicted = s->time;
-    remat_status st = remat__schedule_measure(c, s, o->bandwidth, err);
-    if (st != REMAT_OK) {
-        remat_schedule_free(s);
-        return st;
+    remat_schedule *best = NULL;
+    double best_sim = 0;
+    remat_status st = try_limit(c, o, o->memory, values, mode, &best, &best_sim, err);
+    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) return st;
+    uint64_t unit = o->memory / values ? o->memory / values : 1;
+    /* extra units: lo fits (or is the base); at most a quarter of the memory */
+    uint64_t lo = 0, hi = (uint64_t)c->n + 2 < values / 4 + 1 ? (uint64_t)c->n + 2 : values / 4 + 1;
+    while (hi - lo > 1 && hi * unit < REMAT_MAX_BYTES - o->memory) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        remat_status s2 = try_limit(c, o, o->memory + mid * unit, values, mode, &best, &best_sim, err);
+        if (s2 == REMAT_OK)
+            lo = mid;
+        else if (s2 == REMAT_E_INFEASIBLE)
+            hi = mid;
+        else {
+            remat_schedule_free(best);
+            return s2;
+        }
     }
-    s->time = predicted; /* the DP's time; remat_simulate() gives the simulated one */
-    *out = s;
+    static const double speedups[] = {1, 1.5, 2, 3, 4};
+    pofo P;
+    remat_status s0 = ctx_init(&P, c, o->memory, values, o->max_work_bytes, err);
+    if (s0 != REMAT_OK) {
+        remat_schedule_free(best);
+        return s0;
+    }
+    for (size_t k = 0; k < sizeof speedups / sizeof *speedups; k++) {
+        remat_schedule *s = NULL;
+        remat_error e;
+        double t = 0;
+        remat_status s2 = ctx_run(&P, o->bandwidth * speedups[k], mode, 1, &s, &e);
+        if (s2 == REMAT_OK) s2 = repair(c, s, o->memory, o->bandwidth, &t, &e);
+        if (s2 == REMAT_OK && (!best || t < best_sim)) {
+            s->time = t;
+            remat_schedule_free(best);
+            best = s;
+            best_sim = t;
+            s = NULL;
+        }
+        remat_schedule_free(s);
+        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) {
+            pofo_free(&P);
+            remat_schedule_free(best);
+            if (err) *err = e;
+            return s2;
+        }
+    }
+    pofo_free(&P);
+    if (!best)
+        return remat__fail(err, REMAT_E_INFEASIBLE, "%s: no schedule fits in %llu bytes",
+                           o->algorithm == REMAT_ALG_POFO ? "pofo" : "offload-only",
+                           (unsigned long long)o->memory);
+    double t = best_sim;
+    remat_status s3 = shift_pres(c, best, o->memory, o->bandwidth, &t, err);
+    if (s3 != REMAT_OK) {
+        remat_schedule_free(best);
+        return s3;
+    }
+    /* time: the DP's prediction for a strict plan (>= its simulated time), the
+     * simulated time for a repaired relaxed one */
+    best->memory_limit = o->memory;
+    *out = best;
     return REMAT_OK;
 }

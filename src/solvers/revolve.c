@@ -8,8 +8,8 @@
  * "Fall i+1, B i+1". When no action fits, the quadratic plan recomputes from
  * a[i] once per stage.
  *
- * C(i, j, m) is the least time of a plan whose peak is <= m buckets. It is
- * non-increasing in m, so a row per (i, j) covers [lo, hi] only: lo is the
+ * C(i, j, m) is the least time of a plan whose peak is <= m buckets. What fits
+ * at m fits at m + 1, so a row per (i, j) covers [lo, hi] only: lo is the
  * least budget any plan needs (smaller budgets fail), hi the budget where
  * checkpointing every stage fits (nothing is cheaper, C is flat above it).
  * Memory is in buckets: the bytes an op needs beyond the held checkpoints are
@@ -365,8 +365,10 @@ static remat_status layout_rows(rv_solver *s, uint64_t *budget, remat_error *err
                              err, REMAT_E_TOO_LARGE, "revolve: cost table size overflows");
         }
     s->pool_len = total;
-    REMAT__FORWARD(remat__alloc_table((void **)&s->pool, total, sizeof(double), *budget,
-                                      "revolve cost table", err));
+    void *mem;
+    REMAT__FORWARD(remat__alloc_table(&mem, total, sizeof(double), *budget, "revolve cost table",
+                                      err));
+    s->pool = mem;
     *budget -= (uint64_t)total * sizeof(double);
     for (size_t i = 0; i < s->n; i++) { /* one stage: "Fall, B" */
         rv_pair *p = pair_at(s, i, i + 1);
@@ -375,24 +377,46 @@ static remat_status layout_rows(rv_solver *s, uint64_t *budget, remat_error *err
     return REMAT_OK;
 }
 
+static void solve_pair(const rv_solver *s, size_t i, size_t j, uint64_t *cells) {
+    const rv_pair *p = pair_at(s, i, j);
+    for (int64_t m0 = p->lo; m0 <= p->hi; m0 += RV_CHUNK)
+        *cells += solve_chunk(s, i, j, m0, min_i64(p->hi, m0 + RV_CHUNK - 1));
+}
+
+/* One thread: the thesis' order (i down, j up), which keeps the rows (i, k)
+ * in cache while j moves. */
+static void run_sequential(const rv_solver *s, uint64_t *cells) {
+    for (size_t i = s->n; i-- > 0;)
+        for (size_t j = i + 2; j <= s->n; j++) solve_pair(s, i, j, cells);
+}
+
+/* Several threads: subproblems of one length are independent, so tasks (a
+ * pair and a chunk of budgets) go by increasing length. */
 static remat_status run_dp(rv_solver *s, unsigned threads, uint64_t budget, uint64_t *cells,
                            unsigned *used, remat_error *err) {
     size_t ntasks = 0, n = s->n;
+    *cells = 0;
+    *used = 1;
+    if (threads <= 1 || n < 3) {
+        run_sequential(s, cells);
+        return REMAT_OK;
+    }
     for (size_t j = 2; j <= n; j++)
         for (size_t i = 0; i + 1 < j; i++) {
             size_t len = row_len(pair_at(s, i, j));
             ntasks += (len + RV_CHUNK - 1) / RV_CHUNK;
         }
-    rv_task *tasks = NULL;
-    size_t *group_end = NULL;
-    REMAT__FORWARD(remat__alloc_table((void **)&tasks, ntasks, sizeof *tasks, budget,
-                                      "revolve task list", err));
-    remat_status st = remat__alloc_table((void **)&group_end, n + 1, sizeof *group_end,
-                                         REMAT_MAX_BYTES, "revolve task groups", err);
+    void *m1, *m2;
+    REMAT__FORWARD(remat__alloc_table(&m1, ntasks, sizeof(rv_task), budget, "revolve task list",
+                                      err));
+    remat_status st = remat__alloc_table(&m2, n + 1, sizeof(size_t), REMAT_MAX_BYTES,
+                                         "revolve task groups", err);
     if (st != REMAT_OK) {
-        free(tasks);
+        free(m1);
         return st;
     }
+    rv_task *tasks = m1;
+    size_t *group_end = m2;
     size_t t = 0;
     for (size_t len = 2; len <= n; len++) {
         for (size_t i = 0; i + len <= n; i++) {
@@ -500,10 +524,11 @@ typedef struct rv_frame {
 
 /* Walks the plan with an explicit stack (right part first, then left). */
 static remat_status emit_plan(const rv_solver *s, rv_emit *e, remat__revolve_stats *stats) {
-    rv_frame *stack = NULL;
+    void *mem;
     size_t top = 0, cap = s->n + 2;
-    REMAT__FORWARD(remat__alloc_table((void **)&stack, cap, sizeof *stack, REMAT_MAX_BYTES,
+    REMAT__FORWARD(remat__alloc_table(&mem, cap, sizeof(rv_frame), REMAT_MAX_BYTES,
                                       "revolve plan stack", e->err));
+    rv_frame *stack = mem;
     remat_status st = REMAT_OK;
     stack[top++] = (rv_frame){0, s->n, s->M, e->real->a[0]};
     while (top > 0 && st == REMAT_OK) {
@@ -533,19 +558,60 @@ static remat_status emit_plan(const rv_solver *s, rv_emit *e, remat__revolve_sta
 
 /* ---- entry points ---- */
 
-static remat_status infeasible(const rv_solver *s, const remat_solve_options *o, uint64_t a0,
-                               remat_error *err) {
-    const rv_pair *top = pair_at(s, 0, s->n);
-    uint64_t need = 0;
-    /* With a fixed bucket the least memory is exact; with the default one the
-     * bucket moves with the memory, so the caller searches. */
-    if (o->bucket_bytes && top->lo < RV_INF && (uint64_t)top->lo <= (REMAT_MAX_BYTES - a0) / s->bucket)
-        need = a0 + (uint64_t)top->lo * s->bucket;
+static uint64_t default_bucket(uint64_t memory) {
+    uint64_t b = memory / RV_DEFAULT_BUCKETS + (memory % RV_DEFAULT_BUCKETS != 0);
+    return b ? b : 1; /* memory 0: only an all-zero chain fits */
+}
+
+/* Sets bucket, budget and bounds for `memory`; 1 when the whole chain fits. */
+static int bounds_fit(rv_solver *s, uint64_t bucket, uint64_t memory) {
+    uint64_t a0 = s->pc->a[0];
+    s->bucket = bucket;
+    s->M = memory < a0 ? -1 : (int64_t)((memory - a0) / bucket);
+    for (size_t k = 0; k <= s->n; k++) s->ab[k] = to_buckets(s->pc->a[k], bucket);
+    compute_bounds(s);
+    return pair_at(s, 0, s->n)->lo <= s->M;
+}
+
+/* The least memory that works, from the bounds alone (no table). With a fixed
+ * bucket it is exact; with the default one, which grows with the memory,
+ * feasibility need not be monotone and a bisection finds a boundary. 0 when
+ * nothing below 2^53 bytes works. */
+static uint64_t least_memory(rv_solver *s, uint64_t fixed_bucket, uint64_t memory) {
+    uint64_t a0 = s->pc->a[0];
+    if (fixed_bucket) {
+        s->bucket = fixed_bucket;
+        s->M = RV_INF - 1;
+        compute_bounds(s);
+        int64_t lo = pair_at(s, 0, s->n)->lo;
+        if (lo >= RV_INF || (uint64_t)lo > (REMAT_MAX_BYTES - 1 - a0) / fixed_bucket) return 0;
+        return a0 + (uint64_t)lo * fixed_bucket;
+    }
+    uint64_t bad = memory, good = memory < a0 ? a0 : memory;
+    while (!bounds_fit(s, default_bucket(good), good)) {
+        if (good >= REMAT_MAX_BYTES / 2) return 0;
+        bad = good;
+        good = good ? 2 * good : 1;
+    }
+    while (good - bad > 1) {
+        uint64_t mid = bad + (good - bad) / 2;
+        if (bounds_fit(s, default_bucket(mid), mid))
+            good = mid;
+        else
+            bad = mid;
+    }
+    return good;
+}
+
+static remat_status infeasible(rv_solver *s, const remat_solve_options *o, remat_error *err) {
+    int64_t M = s->M;
+    uint64_t bucket = s->bucket;
+    uint64_t need = least_memory(s, o->bucket_bytes, o->memory);
     remat_status st = remat__fail(err, REMAT_E_INFEASIBLE,
                                   "revolve: no AD-model schedule fits in %llu bytes "
                                   "(%lld buckets of %llu bytes beside the input)",
-                                  (unsigned long long)o->memory, (long long)s->M,
-                                  (unsigned long long)s->bucket);
+                                  (unsigned long long)o->memory, (long long)M,
+                                  (unsigned long long)bucket);
     if (err) err->min_memory = need;
     return st;
 }
@@ -558,17 +624,22 @@ static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_cost
     REMAT__RETURN_IF(n > UINT32_MAX - 2 || !remat__mul_size(n, n + 1, &npairs), err,
                      REMAT_E_TOO_LARGE, "revolve: %zu stages is too many", n);
     npairs /= 2;
-    REMAT__FORWARD(remat__alloc_table((void **)&s->pairs, npairs, sizeof *s->pairs, budget,
+    void *mem;
+    REMAT__FORWARD(remat__alloc_table(&mem, npairs, sizeof(rv_pair), budget,
                                       "revolve subproblem table", err));
-    budget -= (uint64_t)npairs * sizeof *s->pairs;
-    REMAT__FORWARD(remat__alloc_table((void **)&s->ab, n + 1, sizeof *s->ab, budget,
+    s->pairs = mem;
+    budget -= (uint64_t)npairs * sizeof(rv_pair);
+    REMAT__FORWARD(remat__alloc_table(&mem, n + 1, sizeof(int64_t), budget,
                                       "revolve checkpoint sizes", err));
-    budget -= (uint64_t)(n + 1) * sizeof *s->ab;
-    for (size_t k = 0; k <= n; k++) s->ab[k] = to_buckets(s->pc->a[k], s->bucket);
-    compute_bounds(s);
+    s->ab = mem;
+    budget -= (uint64_t)(n + 1) * sizeof(int64_t);
+    uint64_t bucket = o->bucket_bytes ? o->bucket_bytes : default_bucket(o->memory);
+    int fits = bounds_fit(s, bucket, o->memory);
     const rv_pair *top = pair_at(s, 0, n);
+    stats->bucket_bytes = bucket;
+    stats->buckets = s->M;
     stats->min_buckets = top->lo;
-    if (top->lo > s->M) return infeasible(s, o, s->pc->a[0], err);
+    if (!fits) return infeasible(s, o, err);
     REMAT__FORWARD(layout_rows(s, &budget, err));
     stats->table_entries = s->pool_len;
     REMAT__FORWARD(run_dp(s, remat__threads(o->threads), budget, &stats->cells, &stats->threads,
@@ -607,10 +678,6 @@ remat_status remat__revolve_solve_stats(const remat_chain *c, const remat_solve_
                      "revolve mode: unknown value %d", (int)o->revolve_mode);
     REMAT__RETURN_IF(o->memory >= REMAT_MAX_BYTES || o->bucket_bytes >= REMAT_MAX_BYTES, err,
                      REMAT_E_INPUT, "revolve: memory and bucket must be below 2^53 bytes");
-    uint64_t bucket = o->bucket_bytes;
-    if (bucket == 0) bucket = o->memory / RV_DEFAULT_BUCKETS + (o->memory % RV_DEFAULT_BUCKETS != 0);
-    if (bucket == 0) bucket = 1; /* memory 0: only an all-zero chain fits */
-
     rv_costs real, plan;
     REMAT__FORWARD(costs_init(&real, c, REMAT_REVOLVE_PRECISE, err));
     const rv_costs *pc = &real;
@@ -622,18 +689,8 @@ remat_status remat__revolve_solve_stats(const remat_chain *c, const remat_solve_
         }
         pc = &plan;
     }
-    rv_solver s = {.pc = pc, .n = c->n, .bucket = bucket};
-    stats->bucket_bytes = bucket;
-    remat_status st;
-    if (o->memory < pc->a[0]) {
-        if (err) err->min_memory = 0;
-        st = remat__fail(err, REMAT_E_INFEASIBLE, "revolve: memory %llu is below the input (%llu bytes)",
-                         (unsigned long long)o->memory, (unsigned long long)pc->a[0]);
-    } else {
-        s.M = (int64_t)((o->memory - pc->a[0]) / bucket);
-        stats->buckets = s.M;
-        st = solve_with(&s, c, &real, o, out, stats, err);
-    }
+    rv_solver s = {.pc = pc, .n = c->n, .bucket = 1};
+    remat_status st = solve_with(&s, c, &real, o, out, stats, err);
     free(s.pairs);
     free(s.ab);
     free(s.pool);

@@ -202,10 +202,16 @@ remat_status remat__solve_sequential(const remat_chain *c, const remat_solve_opt
     remat_status st = REMAT_OK;
     if (K == 0 || need > o->memory) {
         if (err) err->min_memory = need;
-        st = remat__fail(err, REMAT_E_INFEASIBLE,
-                         "sequential: no segmentation fits in %llu bytes; the smallest peak is "
-                         "%llu bytes",
-                         (unsigned long long)o->memory, (unsigned long long)need);
+        if (o->segments)
+            st = remat__fail(err, REMAT_E_INFEASIBLE,
+                             "sequential: %u segments need %llu bytes, more than the limit of "
+                             "%llu",
+                             o->segments, (unsigned long long)need, (unsigned long long)o->memory);
+        else
+            st = remat__fail(err, REMAT_E_INFEASIBLE,
+                             "sequential: no segmentation fits in %llu bytes; the smallest peak "
+                             "is %llu bytes",
+                             (unsigned long long)o->memory, (unsigned long long)need);
     }
     uint64_t predicted = st == REMAT_OK ? seq_peak(c, &t, K) : 0;
     double predicted_time = st == REMAT_OK ? seq_time(&t, K) : 0;

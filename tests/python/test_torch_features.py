@@ -34,12 +34,14 @@ class Features(unittest.TestCase):
         torch.manual_seed(0)
         seq = mlp()
         x = torch.randn(4, 8)
-        for alg in ("store-all", "optimal", "sequential"):
-            with self.subTest(algorithm=alg):
+        chain = rt.profile(seq, x, repeat=1)
+        for alg, limit in [(a, m) for a in ("store-all", "optimal", "sequential")
+                           for m in (64, chain.input_bytes + 64)]:
+            with self.subTest(algorithm=alg, limit=limit):
                 try:
-                    rt.Checkpointed(seq, x, memory=64, algorithm=alg, repeat=1)
+                    rt.Checkpointed(seq, x, memory=limit, algorithm=alg, chain=chain)
                 except remat.InfeasibleError as e:
-                    self.assertGreater(e.min_memory, 64)
+                    self.assertGreater(e.min_memory, limit)
                     self.assertIn(str(e.min_memory), str(e))
                 except remat.InputError as e:  # solver not built yet
                     self.assertIn("not implemented", str(e))
@@ -75,6 +77,41 @@ class Features(unittest.TestCase):
             loss_fn(ref(xr)).backward()
             same_grads(self, seq, ref)
             self.assertTrue(torch.equal(xc.grad, xr.grad))
+
+    def test_dropout_masks_match_on_recompute(self):
+        torch.manual_seed(3)
+        seq = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5), nn.Linear(8, 8), nn.Dropout(0.5),
+                            nn.Linear(8, 8), nn.Linear(8, 2))
+        ref = copy.deepcopy(seq)
+        x = torch.randn(4, 8, requires_grad=True)
+        chain = rt.profile(seq, x, repeat=1)
+        model = rt.Checkpointed(seq, x, chain=chain, schedule=segment_schedule(chain.n, [1, 3]))
+        for seed in (7, 8):
+            zero_grads(seq)
+            zero_grads(ref)
+            torch.manual_seed(seed)
+            loss_fn(ref(x)).backward()
+            after_ref = torch.get_rng_state()
+            torch.manual_seed(seed)
+            loss_fn(model(x)).backward()
+            same_grads(self, seq, ref)
+            # Recomputations leave the global generator where plain autograd does.
+            self.assertTrue(torch.equal(after_ref, torch.get_rng_state()))
+
+    def test_autocast_is_replayed_in_recomputations(self):
+        torch.manual_seed(0)
+        seq = mlp(inplace=False)
+        ref = copy.deepcopy(seq)
+        x = torch.randn(4, 8, requires_grad=True)
+        chain = rt.profile(seq, x, repeat=1)
+        model = rt.Checkpointed(seq, x, chain=chain, schedule=recompute_all_schedule(chain.n))
+        with torch.cpu.amp.autocast(dtype=torch.bfloat16):
+            out_c = model(x)
+            out_r = ref(x)
+        self.assertEqual(out_c.dtype, torch.bfloat16)
+        loss_fn(out_c.float()).backward()
+        loss_fn(out_r.float()).backward()
+        same_grads(self, seq, ref)
 
     def test_tuple_output_is_a_clear_error(self):
         seq = nn.Sequential(nn.Linear(4, 4), TupleStage(), nn.Linear(4, 4))
@@ -173,8 +210,9 @@ class Features(unittest.TestCase):
         torch.manual_seed(0)
         seq = rt.sequential(resnet18())
         before = [b.clone() for b in seq.buffers()]
+        x = torch.randn(2, 3, 32, 32)
         rng = torch.get_rng_state()
-        rt.profile(seq, torch.randn(2, 3, 32, 32), repeat=1, cache=False)
+        rt.profile(seq, x, repeat=1, cache=False)
         self.assertTrue(all(torch.equal(a, b) for a, b in zip(before, seq.buffers())))
         self.assertTrue(all(p.grad is None for p in seq.parameters()))
         self.assertTrue(torch.equal(rng, torch.get_rng_state()))

@@ -1,12 +1,223 @@
-/* PLACEHOLDER: replaced by the real command. */
+/* remat join: optimal schedules for several chains joined at the loss
+ * (papers/join-networks.md), the makespan curve, the EQUIV-CHAIN comparison,
+ * and the join half of `remat simulate`. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "remat/join.h"
+
+static const char join_usage[] =
+    "usage: remat join PROBLEM [--slots N] [-o FILE]\n"
+    "       remat join PROBLEM --curve [--compare] [--format csv|json] [-o FILE]\n"
+    "       remat join PROBLEM --compare [--slots N] [--format csv|json]\n"
+    "\n"
+    "PROBLEM is a \"remat-join-1\" document: k branches of given lengths joined at\n"
+    "the loss, unit-size values, memory in slots.\n"
+    "\n"
+    "  (default)    write the optimal \"remat-join-schedule-1\" for the memory\n"
+    "  --slots N    memory in slots (default: the problem's \"slots\")\n"
+    "  --curve      makespan for every memory from c_min to full storage\n"
+    "  --compare    also give EQUIV-CHAIN, the steps grouped into one chain\n"
+    "  --format F   csv (default) or json, for --curve and --compare\n"
+    "  -o FILE      write there instead of stdout\n"
+    "\n"
+    "Exit status: 0 done, 1 the memory is below c_min, 2 bad input or usage.\n";
+
+typedef struct join_args {
+    const char *problem, *out, *format;
+    unsigned long long slots;
+    int curve, compare;
+} join_args;
+
+/* Numbers as a person would write them: 74, 1.5, inf. */
+static void put_num(char *buf, size_t cap, double v) {
+    if (isinf(v)) snprintf(buf, cap, "inf");
+    else snprintf(buf, cap, "%.15g", v);
+}
+
+static int parse_args(int argc, char **argv, join_args *a) {
+    memset(a, 0, sizeof *a);
+    a->format = "csv";
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (cli_is_help(argv[i])) {
+            fputs(join_usage, stdout);
+            return -1;
+        } else if (strcmp(argv[i], "--curve") == 0) {
+            a->curve = 1;
+        } else if (strcmp(argv[i], "--compare") == 0) {
+            a->compare = 1;
+        } else if (cli_opt(argc, argv, &i, "-o", &v)) {
+            if (!v) return cli_usage_error("join: -o needs a file name");
+            a->out = v;
+        } else if (cli_opt(argc, argv, &i, "--format", &v)) {
+            if (!v || (strcmp(v, "csv") != 0 && strcmp(v, "json") != 0))
+                return cli_usage_error("join: --format must be csv or json");
+            a->format = v;
+        } else if (cli_opt(argc, argv, &i, "--slots", &v)) {
+            if (!cli_parse_uint(v, ((unsigned long long)1 << 53) - 1, &a->slots) || !a->slots)
+                return cli_usage_error("join: --slots must be a positive integer below 2^53");
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error("join: unknown option \"%s\"; run `remat join --help`",
+                                   argv[i]);
+        } else if (!a->problem) {
+            a->problem = argv[i];
+        } else {
+            return cli_usage_error("join: one PROBLEM only (got \"%s\" too)", argv[i]);
+        }
+    }
+    if (!a->problem) return cli_usage_error("join: missing PROBLEM; run `remat join --help`");
+    return 0;
+}
+
+/* Reports a library failure naming the file. */
+static int fail(const char *path, remat_status s, const remat_error *e) {
+    const char *msg = e->message[0] ? e->message : remat_status_name(s);
+    if (strncmp(msg, path, strlen(path)) == 0) return cli_report(s, e);
+    fprintf(stderr, "remat: %s: %s\n", path, msg);
+    return cli_exit_code(s);
+}
+
+static int run_curve(const join_args *a, const remat_join_problem *p) {
+    remat_join_curve *cv = NULL;
+    remat_error e;
+    remat_status s = remat_join_curve_compute(p, a->compare, NULL, &cv, &e);
+    if (s != REMAT_OK) return fail(a->problem, s, &e);
+    int json = strcmp(a->format, "json") == 0;
+    size_t cap = 256 + cv->n * 96;
+    char *text = malloc(cap), num[40], num2[40];
+    if (!text) {
+        remat_join_curve_free(cv);
+        return cli_usage_error("out of memory");
+    }
+    size_t len = 0;
+    len += (size_t)snprintf(text + len, cap - len,
+                            json ? "{\"format\": \"remat-join-curve-1\", \"span_star\": %.15g, "
+                                   "\"points\": [\n"
+                                 : "",
+                            remat_join_span_star(p));
+    if (!json) len += (size_t)snprintf(text + len, cap - len, "slots,makespan%s\n",
+                                       a->compare ? ",equiv_chain" : "");
+    for (size_t i = 0; i < cv->n; i++) {
+        const remat_join_curve_point *pt = &cv->points[i];
+        put_num(num, sizeof num, pt->makespan);
+        if (json) {
+            if (isinf(pt->equiv_chain)) snprintf(num2, sizeof num2, "null");
+            else put_num(num2, sizeof num2, pt->equiv_chain);
+            len += (size_t)snprintf(text + len, cap - len,
+                                    "  {\"slots\": %llu, \"makespan\": %s%s%s}%s\n",
+                                    (unsigned long long)pt->slots, num,
+                                    a->compare ? ", \"equiv_chain\": " : "",
+                                    a->compare ? num2 : "", i + 1 < cv->n ? "," : "");
+        } else {
+            put_num(num2, sizeof num2, pt->equiv_chain);
+            len += (size_t)snprintf(text + len, cap - len, "%llu,%s%s%s\n",
+                                    (unsigned long long)pt->slots, num, a->compare ? "," : "",
+                                    a->compare ? num2 : "");
+        }
+    }
+    if (json) snprintf(text + len, cap - len, "]}\n");
+    remat_join_curve_free(cv);
+    int rc = cli_write_output(a->out, text);
+    free(text);
+    return rc;
+}
+
+static int run_compare(const join_args *a, const remat_join_problem *p, uint64_t c) {
+    remat_join_schedule *opt = NULL, *eq = NULL;
+    remat_error e;
+    remat_status s = remat_join_solve(p, c, NULL, &opt, &e);
+    if (s != REMAT_OK) return fail(a->problem, s, &e);
+    s = remat_join_equiv_chain(p, c, NULL, &eq, &e);
+    if (s != REMAT_OK && s != REMAT_E_INFEASIBLE) {
+        remat_join_schedule_free(opt);
+        return fail(a->problem, s, &e);
+    }
+    char text[1024], m1[40], m2[40], ratio[40], eqjson[160], pk2[24] = "";
+    put_num(m1, sizeof m1, opt->time);
+    put_num(m2, sizeof m2, eq ? eq->time : INFINITY);
+    put_num(ratio, sizeof ratio, eq ? eq->time / opt->time : INFINITY);
+    unsigned long long cs = (unsigned long long)c, p1 = (unsigned long long)opt->peak_slots;
+    snprintf(eqjson, sizeof eqjson, "null");
+    if (eq) {
+        snprintf(pk2, sizeof pk2, "%llu", (unsigned long long)eq->peak_slots);
+        snprintf(eqjson, sizeof eqjson, "{\"makespan\": %s, \"peak_slots\": %s}", m2, pk2);
+    }
+    if (strcmp(a->format, "json") == 0)
+        snprintf(text, sizeof text,
+                 "{\"slots\": %llu, \"span_star\": %.15g,\n"
+                 " \"join-optimal\": {\"makespan\": %s, \"peak_slots\": %llu},\n"
+                 " \"equiv-chain\": %s,\n \"ratio\": %s}\n",
+                 cs, remat_join_span_star(p), m1, p1, eqjson, eq ? ratio : "null");
+    else
+        snprintf(text, sizeof text,
+                 "algorithm,slots,makespan,peak_slots,ratio\n"
+                 "join-optimal,%llu,%s,%llu,1\nequiv-chain,%llu,%s,%s,%s\n",
+                 cs, m1, p1, cs, m2, pk2, ratio);
+    if (!eq) fprintf(stderr, "remat: note: EQUIV-CHAIN does not fit: %s\n", e.message);
+    remat_join_schedule_free(opt);
+    remat_join_schedule_free(eq);
+    return cli_write_output(a->out, text);
+}
 
 int cmd_join(int argc, char **argv) {
-    (void)argc; (void)argv;
-    return cli_usage_error("join: not implemented yet");
+    join_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    remat_join_problem p;
+    remat_error e;
+    remat_status s = remat_join_problem_load(a.problem, &p, &e);
+    if (s != REMAT_OK) return fail(a.problem, s, &e);
+    if (a.curve) return run_curve(&a, &p);
+    uint64_t c = a.slots ? a.slots : p.slots;
+    if (!c)
+        return cli_usage_error("%s: field \"slots\" is missing (or pass --slots N)", a.problem);
+    if (a.compare) return run_compare(&a, &p, c);
+    remat_join_schedule *sched = NULL;
+    s = remat_join_solve(&p, c, NULL, &sched, &e);
+    if (s != REMAT_OK) return fail(a.problem, s, &e);
+    char *text = NULL;
+    s = remat_join_schedule_to_json(sched, &text, &e);
+    remat_join_schedule_free(sched);
+    if (s != REMAT_OK) return fail(a.problem, s, &e);
+    rc = cli_write_output(a.out, text);
+    remat_free(text);
+    return rc;
+}
+
+/* JSON string body with quotes and backslashes escaped. */
+static void put_escaped(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
 }
 
 int cli_simulate_join(const char *problem_path, const char *schedule_path) {
-    (void)schedule_path;
-    return cli_usage_error("%s: join simulation not implemented yet", problem_path);
+    remat_join_problem p;
+    remat_join_schedule *s = NULL;
+    remat_error e;
+    remat_status st = remat_join_problem_load(problem_path, &p, &e);
+    if (st != REMAT_OK) return fail(problem_path, st, &e);
+    st = remat_join_schedule_load(schedule_path, &s, &e);
+    if (st != REMAT_OK) return fail(schedule_path, st, &e);
+    remat_join_sim_result r;
+    st = remat_join_simulate(&p, s->ops, s->n_ops, p.slots, &r, &e);
+    remat_join_schedule_free(s);
+    if (st != REMAT_OK) return fail(schedule_path, st, &e);
+    char t[40];
+    put_num(t, sizeof t, r.time);
+    if (r.valid) {
+        printf("{\"valid\": true, \"time\": %s, \"makespan\": %s, \"peak_slots\": %llu}\n", t, t,
+               (unsigned long long)r.peak_slots);
+        return fflush(stdout) == 0 ? CLI_OK : CLI_BAD_INPUT;
+    }
+    printf("{\"valid\": false, \"failed_op\": %zu, \"reason\": \"", r.failed_op);
+    put_escaped(stdout, r.reason);
+    printf("\", \"time\": %s, \"peak_slots\": %llu}\n", t, (unsigned long long)r.peak_slots);
+    fflush(stdout);
+    fprintf(stderr, "remat: %s: invalid schedule: %s\n", schedule_path, r.reason);
+    return CLI_BAD_INPUT;
 }
