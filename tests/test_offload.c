@@ -401,7 +401,51 @@ static void pofo_dominates(void) {
         remat_schedule_free(r);
         remat_chain_free(c);
     }
-    (void)compared_opt;
+    ASSERT_TRUE(compared_opt >= 5); /* the bound was exercised */
+}
+
+/* End to end, pofo's simulated time is never above optimal's at the same
+ * limit and bandwidth > 0, and offloading helps on a chain where it should:
+ * big early activations, a fast link. */
+static void pofo_vs_optimal_end_to_end(void) {
+    test_rng rng = {21};
+    for (int t = 0; t < 10; t++) {
+        test_chain_spec sp = {4 + (size_t)(t % 5), 50, 1, 0, 0, 0};
+        remat_chain *c = test_random_chain(&rng, &sp);
+        uint64_t peak;
+        remat_store_all_cost(c, &peak, NULL, NULL);
+        uint64_t m = peak / 2 + 50;
+        remat_schedule *p = NULL, *o = NULL;
+        remat_error e;
+        remat_status so = solve(c, REMAT_ALG_OPTIMAL, m, 0, 0, &o, &e);
+        remat_status sp_ = solve(c, REMAT_ALG_POFO, m, 4, 0, &p, &e);
+        if (so == REMAT_OK) {
+            ASSERT_STATUS(sp_, REMAT_OK);
+            double tp = check_offload_schedule(c, p, m, 4, 1);
+            ASSERT_TRUE(tp >= 0);
+            ASSERT_LE_DBL(tp, o->time, 1e-9 * o->time);
+        }
+        remat_schedule_free(p);
+        remat_schedule_free(o);
+        remat_chain_free(c);
+    }
+    remat_stage st[6];
+    for (int i = 0; i < 5; i++) st[i] = stage(2, 4, 40, 60);
+    st[5] = stage(1, 1, 1, 2);
+    remat_chain *c = chain_of(st, 6, 40);
+    remat_schedule *p = NULL, *o = NULL;
+    remat_error e;
+    remat_solve_options oo;
+    remat_solve_options_init(&oo);
+    uint64_t m;
+    ASSERT_STATUS(remat_min_memory(c, &oo, &m, &e), REMAT_OK);
+    ASSERT_STATUS(solve(c, REMAT_ALG_OPTIMAL, m, 0, 0, &o, &e), REMAT_OK);
+    ASSERT_STATUS(solve(c, REMAT_ALG_POFO, m, 100, 100, &p, &e), REMAT_OK);
+    double tp = check_offload_schedule(c, p, m, 100, 1);
+    ASSERT_TRUE(tp >= 0 && tp < o->time - 1);
+    remat_schedule_free(p);
+    remat_schedule_free(o);
+    remat_chain_free(c);
 }
 
 /* With no link pofo is rotor's optimum. */
@@ -481,6 +525,7 @@ static const test_case cases[] = {
     {"solvers_valid_random", solvers_valid_random},
     {"pofo_dominates", pofo_dominates},
     {"pofo_bandwidth_zero", pofo_bandwidth_zero},
+    {"pofo_vs_optimal_end_to_end", pofo_vs_optimal_end_to_end},
     {"pofo_fast_link_store_all_time", pofo_fast_link_store_all_time},
     {"pofo_too_large_and_infeasible", pofo_too_large_and_infeasible},
 };

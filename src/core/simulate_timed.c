@@ -346,7 +346,7 @@ static int add_point(remat_sim_result *r, size_t *cap, double time, uint64_t byt
 
 /* Pass 2: memory over time. `ops` is how many ops ran (all when valid). */
 static int memory_sweep(timed *T, remat_sim_result *r, size_t ops, int record) {
-    qsort(T->dl, T->n_dl, sizeof *T->dl, delta_cmp);
+    if (T->n_dl) qsort(T->dl, T->n_dl, sizeof *T->dl, delta_cmp);
     size_t j = 0, cap = 0;
     int64_t dsum = 0;
     uint64_t base = T->c->input_bytes; /* compute-side bytes between compute ops */

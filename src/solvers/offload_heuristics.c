@@ -7,7 +7,7 @@
  * after it runs its backward, and rematerialized from abar[g].
  *
  * autocapper runs capper for 40 limits M' from M to the store-all peak:
- * capper takes a rematerialization schedule for M', finds its memory peak in
+ * capper takes rotor's optimal rematerialization schedule for M', finds its memory peak in
  * the timed simulation, and offloads the lowest-indexed value held there
  * (Off after its last use, Wait before the peak, Pre early enough before its
  * next use), until the peak fits in M. The fastest simulated result wins.
@@ -358,9 +358,10 @@ static remat_status autocapper(const remat_chain *c, const remat_solve_options *
         uint64_t mp = o->memory + (uint64_t)((double)(high - o->memory) * k / (CAPPER_LIMITS - 1));
         remat_schedule *base = NULL, *s = NULL;
         remat_error e;
-        remat_status st =
-            remat__pofo_plan(c, mp, REMAT_VALUES, 0, REMAT__POFO_REMAT_ONLY, o->max_work_bytes,
-                             &base, &e);
+        remat_solve_options oo = *o;
+        oo.algorithm = REMAT_ALG_OPTIMAL;
+        oo.memory = mp;
+        remat_status st = remat__solve_optimal(c, &oo, &base, &e);
         if (st == REMAT_OK) st = capper(c, base, o->memory, o->bandwidth, &s, &e);
         remat_schedule_free(base);
         if (st == REMAT_E_NOMEM || st == REMAT_E_INTERNAL) {

@@ -35,6 +35,8 @@ static uint64_t mul_div(uint64_t x, uint64_t s, uint64_t m, int up) {
 #endif
 }
 
+typedef void (*opt_kernel)(float *, const float *, const float *, float, float, float, size_t);
+
 /* Sizes in table units (bytes, or slots rounded up) and per-pair bounds. */
 typedef struct opt_ctx {
     const remat_chain *c;
@@ -47,6 +49,8 @@ typedef struct opt_ctx {
     float *tab;
     double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times, scaled */
     double scale;     /* times * scale keep float tables well inside range */
+    struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and by (t,s) */
+    opt_kernel kern[4]; /* relax loops: [row,row], [row,const], [const,row], [const,const] */
 } opt_ctx;
 
 #define IDX(x, s, t) (((s) - 1) * (x)->n + ((t) - 1))
@@ -54,7 +58,7 @@ typedef struct opt_ctx {
 static void ctx_free(opt_ctx *x) {
     free(x->a); free(x->ab); free(x->d); free(x->of); free(x->ob); free(x->fnp);
     free(x->lo); free(x->lot); free(x->g); free(x->off); free(x->tab);
-    free(x->pf); free(x->pfb);
+    free(x->pf); free(x->pfb); free(x->vw); free(x->vwt);
     memset(x, 0, sizeof *x);
 }
 
@@ -165,48 +169,72 @@ typedef struct opt_view {
     float tail;
 } opt_view;
 
-static opt_view view_of(const opt_ctx *x, size_t s, size_t t) {
+static opt_view make_view(const opt_ctx *x, size_t s, size_t t) {
     size_t id = IDX(x, s, t);
     opt_view v = {x->tab + x->off[id], x->lo[id], row_hi(x, id), tmin_f(x, s, t)};
     if (v.hi < v.lo) v.hi = v.lo;
     return v;
 }
 
+static opt_view view_of(const opt_ctx *x, size_t s, size_t t) { return x->vw[IDX(x, s, t)]; }
+
 static float view_at(const opt_view *v, uint64_t k) {
     if (k < v->lo) return INFINITY;
     return k < v->hi ? v->row[k - v->lo] : v->tail;
 }
 
-/* out[i] = min(out[i], (c + a[i]) + b[i]); the scalar rebuild uses the same
- * order of additions, so it finds the exact stored values again. */
-#if defined(__GNUC__)
-typedef float opt_v8f __attribute__((vector_size(32), aligned(4)));
-typedef int32_t opt_v8i __attribute__((vector_size(32), aligned(4)));
-#define OPT_VMIN(x, y) ((opt_v8f)((((x) < (y)) & (opt_v8i)(x)) | (~((x) < (y)) & (opt_v8i)(y))))
-#define OPT_KERNEL(name, A, B)                                                         \
-    static void name(float *restrict o, const float *restrict a, const float *restrict b, \
-                     float ca, float cb, float c, size_t len) {                        \
-        size_t i = 0;                                                                  \
-        for (; i + 8 <= len; i += 8) {                                                 \
-            opt_v8f va, vb, y = *(const opt_v8f *)(o + i);                             \
-            if (A) va = *(const opt_v8f *)(a + i); else va = (opt_v8f){0} + ca;        \
-            if (B) vb = *(const opt_v8f *)(b + i); else vb = (opt_v8f){0} + cb;        \
-            opt_v8f v = (c + va) + vb;                                                 \
-            *(opt_v8f *)(o + i) = OPT_VMIN(v, y);                                      \
-        }                                                                              \
-        for (; i < len; i++) {                                                         \
-            float v = (c + (A ? a[i] : ca)) + (B ? b[i] : cb);                         \
-            if (v < o[i]) o[i] = v;                                                    \
-        }                                                                              \
+/* out[i] = min(out[i], (c + a[i]) + b[i]), with a or b a row or a constant.
+ * The scalar rebuild adds in the same order, so it finds the stored values
+ * again. On x86 the loops use SSE, or AVX when the processor has it. */
+#define OPT_SCALAR(A, B)                                        \
+    for (; i < len; i++) {                                      \
+        float v = (c + (A ? a[i] : ca)) + (B ? b[i] : cb);      \
+        if (v < o[i]) o[i] = v;                                 \
+    }
+
+#if defined(__GNUC__) && (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
+#include <immintrin.h>
+#define OPT_X86 1
+#define OPT_KERNEL(name, A, B)                                                             \
+    static void name(float *o, const float *a, const float *b, float ca, float cb, float c, \
+                     size_t len) {                                                         \
+        __m128 vc = _mm_set1_ps(c), vca = _mm_set1_ps(ca), vcb = _mm_set1_ps(cb);         \
+        size_t i = 0;                                                                      \
+        for (int last = 0; len >= 4 && !last; i += 4) {                                    \
+            if (i + 4 > len) { /* redo an overlapping block: min is idempotent */          \
+                i = len - 4;                                                               \
+                last = 1;                                                                  \
+            }                                                                              \
+            __m128 va = A ? _mm_loadu_ps(a + i) : vca, vb = B ? _mm_loadu_ps(b + i) : vcb; \
+            __m128 v = _mm_add_ps(_mm_add_ps(vc, va), vb);                                 \
+            _mm_storeu_ps(o + i, _mm_min_ps(v, _mm_loadu_ps(o + i)));                      \
+            if (i + 4 == len) last = 1;                                                    \
+        }                                                                                  \
+        if (len < 4) OPT_SCALAR(A, B)                                                      \
+    }                                                                                      \
+    __attribute__((target("avx"))) static void name##_avx(                                \
+        float *o, const float *a, const float *b, float ca, float cb, float c, size_t len) { \
+        __m256 vc = _mm256_set1_ps(c), vca = _mm256_set1_ps(ca), vcb = _mm256_set1_ps(cb); \
+        size_t i = 0;                                                                      \
+        for (int last = 0; len >= 8 && !last; i += 8) {                                    \
+            if (i + 8 > len) {                                                             \
+                i = len - 8;                                                               \
+                last = 1;                                                                  \
+            }                                                                              \
+            __m256 va = A ? _mm256_loadu_ps(a + i) : vca;                                  \
+            __m256 vb = B ? _mm256_loadu_ps(b + i) : vcb;                                  \
+            __m256 v = _mm256_add_ps(_mm256_add_ps(vc, va), vb);                           \
+            _mm256_storeu_ps(o + i, _mm256_min_ps(v, _mm256_loadu_ps(o + i)));            \
+            if (i + 8 == len) last = 1;                                                    \
+        }                                                                                  \
+        if (len < 8) OPT_SCALAR(A, B)                                                      \
     }
 #else
-#define OPT_KERNEL(name, A, B)                                                         \
-    static void name(float *restrict o, const float *restrict a, const float *restrict b, \
-                     float ca, float cb, float c, size_t len) {                        \
-        for (size_t i = 0; i < len; i++) {                                             \
-            float v = (c + (A ? a[i] : ca)) + (B ? b[i] : cb);                         \
-            if (v < o[i]) o[i] = v;                                                    \
-        }                                                                              \
+#define OPT_KERNEL(name, A, B)                                                             \
+    static void name(float *o, const float *a, const float *b, float ca, float cb, float c, \
+                     size_t len) {                                                         \
+        size_t i = 0;                                                                      \
+        OPT_SCALAR(A, B)                                                                   \
     }
 #endif
 OPT_KERNEL(kern_rr, 1, 1)
@@ -214,9 +242,21 @@ OPT_KERNEL(kern_rc, 1, 0)
 OPT_KERNEL(kern_cr, 0, 1)
 OPT_KERNEL(kern_cc, 0, 0)
 
+static void pick_kernels(opt_kernel *k) {
+    k[0] = kern_rr; k[1] = kern_rc; k[2] = kern_cr; k[3] = kern_cc;
+#ifdef OPT_X86
+    if (__builtin_cpu_supports("avx")) {
+        k[0] = kern_rr_avx; k[1] = kern_rc_avx; k[2] = kern_cr_avx; k[3] = kern_cc_avx;
+    }
+#endif
+}
+
+#ifdef OPT_COUNT
+unsigned long long opt_count_cells, opt_count_calls;
+#endif
 /* row[m - rlo] = min(row, (c + A(m - w)) + B(m)) for m in [m0, m1), split into
  * stretches where A and B are each either a row or their constant tail. */
-static void relax(float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c, const opt_view *A,
+static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c, const opt_view *A,
                   uint64_t w, const opt_view *B) {
     uint64_t m = m0;
     while (m < m1) {
@@ -225,18 +265,31 @@ static void relax(float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c, c
         if (ar && A->hi + w < end) end = A->hi + w;
         if (br && B->hi < end) end = B->hi;
         size_t len = (size_t)(end - m);
+#ifdef OPT_COUNT
+        opt_count_cells += len; opt_count_calls++;
+#endif
         float *o = row + (m - rlo);
         const float *pa = ar ? A->row + (m - w - A->lo) : NULL;
         const float *pb = br ? B->row + (m - B->lo) : NULL;
-        if (ar && br) kern_rr(o, pa, pb, 0, 0, c, len);
-        else if (ar) kern_rc(o, pa, NULL, 0, B->tail, c, len);
-        else if (br) kern_cr(o, NULL, pb, A->tail, 0, c, len);
-        else kern_cc(o, NULL, NULL, A->tail, B->tail, c, len);
+        x->kern[(ar ? 0 : 2) + (br ? 0 : 1)](o, pa, pb, A->tail, B->tail, c, len);
         m = end;
     }
 }
 
 static const opt_view opt_zero = {NULL, 0, 0, 0.0f};
+
+/* The first m in [m0, m1) with row[m - lo] <= v, or m1; the row falls with m. */
+static uint64_t first_at_most(const float *row, uint64_t lo, uint64_t m0, uint64_t m1, float v) {
+    const float *p = row + (m0 - lo);
+    size_t len = (size_t)(m1 - m0), base = 0;
+    if (len == 0 || p[0] <= v) return m0;
+    while (len > 1) { /* p[base] > v throughout */
+        size_t half = len / 2;
+        base = p[base + half] > v ? base + half : base;
+        len -= half;
+    }
+    return m0 + base + 1;
+}
 
 /* Fills the row of (s, t), t > s, from rows of shorter sub-chains. */
 static void fill_row(const opt_ctx *x, size_t s, size_t t) {
@@ -249,17 +302,21 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
     opt_view A = view_of(x, s + 1, t);
     uint64_t m0 = max3(lo, m_all(x, s, t), A.lo + x->ab[s]);
     float cf = (float)((x->pfb[s] - x->pfb[s - 1]));
-    if (m0 < hi) relax(row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero);
+    if (m0 < hi) relax(x, row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero);
     /* Fck s, Fn s+1..s'-1; (s', t) with a[s'-1] held outside; then (s, s'-1). */
     uint64_t run = sat(x->a[s] + x->of[s]);
     for (size_t sp = s + 1; sp <= t; sp++) {
         if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
-        A = view_of(x, sp, t);
-        opt_view B = view_of(x, s, sp - 1);
+        A = x->vwt[IDX(x, t, sp)];
+        opt_view B = x->vw[IDX(x, s, sp - 1)];
         m0 = max3(max2(lo, x->d[t] + run), A.lo + x->a[sp - 1], B.lo);
         if (m0 >= hi) continue;
         float c = (float)(x->pf[sp - 1] - x->pf[s - 1]);
-        relax(row, lo, m0, hi, c, &A, x->a[sp - 1], &B);
+        /* Rows and candidates fall with m, so this candidate is never below its
+         * value at hi-1: it cannot help where the row is already that low. */
+        float floor_v = (c + view_at(&A, hi - 1 - x->a[sp - 1])) + view_at(&B, hi - 1);
+        uint64_t end = first_at_most(row, lo, m0, hi, floor_v);
+        if (end > m0) relax(x, row, lo, m0, end, c, &A, x->a[sp - 1], &B);
     }
 }
 
@@ -372,6 +429,13 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
                            : "use fewer slots (--slots) or a larger work limit");
     REMAT__FORWARD(remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), cap,
                                       "optimal table", err));
+    size_t nn = n * n;
+    REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal views", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->vwt, nn, sizeof(opt_view), cap, "optimal views", err));
+    for (size_t s = 1; s <= n; s++)
+        for (size_t t = s; t <= n; t++)
+            x->vw[IDX(x, s, t)] = x->vwt[IDX(x, t, s)] = make_view(x, s, t);
+    pick_kernels(x->kern);
     return fill_table(x, remat__threads(o->threads), total, err);
 }
 

@@ -14,15 +14,21 @@
  * `values` units of memory/values bytes, rounded up for held values and exact
  * for transients.
  *
- * Deviations from the paper, so that every emitted schedule is valid with
- * release at copy end (SPEC): an offload of a segment's input is issued
- * right before the segment and waited for at its end (idle from Lemma 1 with
- * the whole input held while it is copied); the previous segment's input is
- * prefetched during this segment's backward with its whole size held from
- * the start (the mirror image). The loss junction (B.2) then has no extra
- * idle: every offload is over before the loss. The predicted time counts the
- * prefetch of dB rounded up to whole units, so it bounds the simulated time
- * from above. */
+ * Strict plans (valid by construction under release at copy end): an offload
+ * of a segment's input is issued right before the segment and waited for at
+ * its end (Lemma 1's idle with the whole input held while it is copied); the
+ * previous segment's input is prefetched during this segment's backward with
+ * its whole size held from the start (the mirror image). Every offload is
+ * then over before the loss, so the loss junction (B.2) adds no idle. The
+ * predicted time counts the prefetch of dB rounded up to whole units, so it
+ * bounds the simulated time from above.
+ *
+ * remat__solve_pofo() also tries relaxed plans, the counterpart of the
+ * paper's gradual-release assumption and its section 5 conversion: the DP as
+ * if the link were faster, so offloads overlap several segments, emitted
+ * without the per-segment Waits, then repaired with the simulator (see
+ * repair() and shift_pres()). It returns the fastest simulated candidate,
+ * rotor's optimum included (the DP's no-offload corner at 500 slots). */
 #include <math.h>
 #include <string.h>
 
@@ -43,6 +49,7 @@ typedef struct pofo {
     remat_schedule *s;
     int relaxed;        /* emit no Wait after a segment's forward (see repair()) */
     uint64_t *sizes;    /* [5][n+1]: a, abar, d, units of a, units of abar */
+    uint32_t base_cap;  /* units within the limit itself */
 } pofo;
 
 static uint64_t A_(const pofo *P, size_t i) { return P->sizes[i]; }
@@ -275,7 +282,7 @@ static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
 /* Sets up P for `memory` and fills the rematerialization table C, which
  * depends on the memory only, so several runs can share it. */
 static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uint32_t values,
-                             uint64_t max_work_bytes, remat_error *err) {
+                             uint32_t extra, uint64_t max_work_bytes, remat_error *err) {
     memset(P, 0, sizeof *P);
     REMAT__RETURN_IF(values == 0 || values > 100000, err, REMAT_E_INPUT,
                      "offload values: %u is not in 1..100000", values);
@@ -284,7 +291,8 @@ static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uin
     P->L = c->n - 1;
     P->q = memory / values ? memory / values : 1;
     P->cap = (uint32_t)(memory / P->q > values * 2u ? values * 2u : memory / P->q);
-    P->W = (size_t)P->cap + 1;
+    P->base_cap = P->cap;
+    P->W = (size_t)P->cap + extra + 1; /* C serves every cap up to cap + extra */
     if (max_work_bytes == 0) max_work_bytes = REMAT_DEFAULT_MAX_WORK_BYTES;
     remat_status st = alloc_tables(P, max_work_bytes, err);
     if (st == REMAT_OK) {
@@ -307,9 +315,11 @@ static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uin
     return REMAT_OK;
 }
 
-static remat_status ctx_run(pofo *P, double bw, remat__pofo_mode mode, int relaxed,
+/* One DP run with `cap` units (<= base_cap + extra of ctx_init). */
+static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode mode, int relaxed,
                             remat_schedule **out, remat_error *err) {
     *out = NULL;
+    P->cap = cap;
     REMAT__RETURN_IF(!(bw >= 0) || !isfinite(bw), err, REMAT_E_INPUT,
                      "bandwidth: must be a finite number >= 0");
     P->bw = bw;
@@ -339,8 +349,8 @@ static remat_status plan(const remat_chain *c, uint64_t memory, uint32_t values,
                          remat_schedule **out, remat_error *err) {
     *out = NULL;
     pofo P;
-    REMAT__FORWARD(ctx_init(&P, c, memory, values, max_work_bytes, err));
-    remat_status st = ctx_run(&P, bw, mode, relaxed, out, err);
+    REMAT__FORWARD(ctx_init(&P, c, memory, values, 0, max_work_bytes, err));
+    remat_status st = ctx_run(&P, P.base_cap, bw, mode, relaxed, out, err);
     if (st == REMAT_OK) (*out)->memory_limit = memory;
     pofo_free(&P);
     return st;
@@ -450,25 +460,16 @@ static remat_status shift_pres(const remat_chain *c, remat_schedule *s, uint64_t
     return REMAT_OK;
 }
 
-/* Plans at `limit`, simulates, and keeps the result in *best when it fits in
- * `memory` and is faster. Returns REMAT_OK when the plan fit, REMAT_E_INFEASIBLE
- * when it did not (or the DP found nothing), another status on errors. */
-static remat_status try_limit(const remat_chain *c, const remat_solve_options *o, uint64_t limit,
-                              uint32_t values, remat__pofo_mode mode, remat_schedule **best,
-                              double *best_sim, remat_error *err) {
-    remat_schedule *s = NULL;
-    remat_error e;
-    remat_status st = remat__pofo_plan(c, limit, values, o->bandwidth, mode, o->max_work_bytes, &s,
-                                       &e);
-    if (st != REMAT_OK) {
-        if (st != REMAT_E_INFEASIBLE && err) *err = e;
-        return st;
-    }
+/* Keeps s in *best when it is valid within `memory` and faster; frees it
+ * otherwise. REMAT_OK when it fit, REMAT_E_INFEASIBLE when not. */
+static remat_status keep_if_better(const remat_chain *c, const remat_solve_options *o,
+                                   remat_schedule *s, int simulated_time, remat_schedule **best,
+                                   double *best_sim, remat_error *err) {
     remat_sim_options so;
     remat_sim_options_init(&so);
     so.bandwidth = o->bandwidth;
     remat_sim_result *r = NULL;
-    st = remat_simulate(c, s, &so, &r, err);
+    remat_status st = remat_simulate(c, s, &so, &r, err);
     if (st == REMAT_OK && !r->valid)
         st = remat__fail(err, REMAT_E_INTERNAL, "pofo produced an invalid schedule: op %zu (%s): %s",
                          r->fail_op, r->fail_op_text, r->reason);
@@ -476,6 +477,7 @@ static remat_status try_limit(const remat_chain *c, const remat_solve_options *o
         st = REMAT_E_INFEASIBLE;
     if (st == REMAT_OK && (!*best || r->time < *best_sim)) {
         s->peak_bytes = r->peak_bytes;
+        if (simulated_time) s->time = r->time;
         remat_schedule_free(*best);
         *best = s;
         *best_sim = r->time;
@@ -486,10 +488,29 @@ static remat_status try_limit(const remat_chain *c, const remat_solve_options *o
     return st;
 }
 
-/* The DP rounds every held value up to a whole unit, which can waste up to
- * about one unit per checkpoint. Its plan at M is valid by construction; plans
- * for slightly larger limits are tried too (a binary search over the extra
- * units) and kept when the simulator confirms they fit in M. */
+/* Runs the DP with `cap` units and keeps the plan when it fits and is faster. */
+static remat_status try_cap(pofo *P, const remat_solve_options *o, uint32_t cap, double speedup,
+                            remat__pofo_mode mode, remat_schedule **best, double *best_sim,
+                            remat_error *err) {
+    remat_schedule *s = NULL;
+    remat_error e;
+    int relaxed = speedup != 0;
+    remat_status st = ctx_run(P, cap, o->bandwidth * (relaxed ? speedup : 1), mode, relaxed, &s, &e);
+    double t = 0;
+    if (st == REMAT_OK && relaxed) st = repair(P->c, s, o->memory, o->bandwidth, &t, &e);
+    if (st != REMAT_OK) {
+        remat_schedule_free(s);
+        if (st != REMAT_E_INFEASIBLE && err) *err = e;
+        return st;
+    }
+    return keep_if_better(P->c, o, s, relaxed, best, best_sim, err);
+}
+
+/* Candidates, all checked by the simulator (see the header): strict plans at
+ * the limit and, by a binary search, with a few extra units (the DP rounds
+ * every held value up, wasting up to about a unit per checkpoint); relaxed
+ * plans for link speedups 1..4; rotor's optimum. One table C serves them all:
+ * the unit stays M/N and only the number of units changes. */
 remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *o,
                                remat_schedule **out, remat_error *err) {
     *out = NULL;
@@ -498,54 +519,55 @@ remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *
     uint32_t values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
     remat__pofo_mode mode =
         o->algorithm == REMAT_ALG_OFFLOAD_ONLY ? REMAT__POFO_OFFLOAD_ONLY : REMAT__POFO_FULL;
+    uint32_t extra = (uint32_t)(c->n + 2 < values / 4u + 1 ? c->n + 2 : values / 4u + 1);
+    pofo P;
+    REMAT__FORWARD(ctx_init(&P, c, o->memory, values, extra, o->max_work_bytes, err));
     remat_schedule *best = NULL;
     double best_sim = 0;
-    remat_status st = try_limit(c, o, o->memory, values, mode, &best, &best_sim, err);
-    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) return st;
-    uint64_t unit = o->memory / values ? o->memory / values : 1;
-    /* extra units: lo fits (or is the base); at most a quarter of the memory */
-    uint64_t lo = 0, hi = (uint64_t)c->n + 2 < values / 4 + 1 ? (uint64_t)c->n + 2 : values / 4 + 1;
-    while (hi - lo > 1 && hi * unit < REMAT_MAX_BYTES - o->memory) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        remat_status s2 = try_limit(c, o, o->memory + mid * unit, values, mode, &best, &best_sim, err);
+    remat_status st = try_cap(&P, o, P.base_cap, 0, mode, &best, &best_sim, err);
+    if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
+    uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
+    while (st == REMAT_OK && hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        remat_status s2 = try_cap(&P, o, P.base_cap + mid, 0, mode, &best, &best_sim, err);
         if (s2 == REMAT_OK)
             lo = mid;
         else if (s2 == REMAT_E_INFEASIBLE)
             hi = mid;
-        else {
-            remat_schedule_free(best);
-            return s2;
-        }
+        else
+            st = s2;
     }
     static const double speedups[] = {1, 1.5, 2, 3, 4};
-    pofo P;
-    remat_status s0 = ctx_init(&P, c, o->memory, values, o->max_work_bytes, err);
-    if (s0 != REMAT_OK) {
-        remat_schedule_free(best);
-        return s0;
+    for (size_t k = 0; st == REMAT_OK && k < sizeof speedups / sizeof *speedups; k++) {
+        remat_status s2 = try_cap(&P, o, P.base_cap, speedups[k], mode, &best, &best_sim, err);
+        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
     }
-    for (size_t k = 0; k < sizeof speedups / sizeof *speedups; k++) {
+    pofo_free(&P);
+    if (st != REMAT_OK) {
+        remat_schedule_free(best);
+        return st;
+    }
+    if (mode == REMAT__POFO_FULL) {
+        /* Rotor's optimum is the no-offload corner of pofo's space, solved
+         * with finer memory (500 slots): keep it when the coarse DP loses. */
+        remat_solve_options oo = *o;
+        oo.algorithm = REMAT_ALG_OPTIMAL;
         remat_schedule *s = NULL;
         remat_error e;
-        double t = 0;
-        remat_status s2 = ctx_run(&P, o->bandwidth * speedups[k], mode, 1, &s, &e);
-        if (s2 == REMAT_OK) s2 = repair(c, s, o->memory, o->bandwidth, &t, &e);
-        if (s2 == REMAT_OK && (!best || t < best_sim)) {
-            s->time = t;
+        remat_status s2 = remat__solve_optimal(c, &oo, &s, &e);
+        if (s2 == REMAT_OK && (!best || s->time < best_sim)) {
             remat_schedule_free(best);
             best = s;
-            best_sim = t;
+            best_sim = s->time;
             s = NULL;
         }
         remat_schedule_free(s);
         if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) {
-            pofo_free(&P);
             remat_schedule_free(best);
             if (err) *err = e;
             return s2;
         }
     }
-    pofo_free(&P);
     if (!best)
         return remat__fail(err, REMAT_E_INFEASIBLE, "%s: no schedule fits in %llu bytes",
                            o->algorithm == REMAT_ALG_POFO ? "pofo" : "offload-only",

@@ -17,8 +17,9 @@ typedef struct remat__revolve_stats {
     double dp_cost;         /* C(0, n, M) as the DP computed it (planning times) */
 } remat__revolve_stats;
 
-/* remat__solve_revolve, also filling *stats (may be NULL) when it gets as far
- * as the table. */
+/* remat__solve_revolve, also filling *stats (may be NULL; zeroed first, then
+ * filled as far as the solve gets). On success *out is a new schedule the
+ * caller frees with remat_schedule_free(); on failure *out is NULL. */
 remat_status remat__revolve_solve_stats(const remat_chain *c, const remat_solve_options *o,
                                         remat_schedule **out, remat__revolve_stats *stats,
                                         remat_error *err);

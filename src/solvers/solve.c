@@ -196,10 +196,12 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_solve: NULL argument");
     *out = NULL;
     REMAT__FORWARD(check_options(o, err));
-    REMAT__RETURN_IF(o->memory < c->input_bytes, err, REMAT_E_INFEASIBLE,
-                     "memory: limit %llu is below the input size %llu",
-                     (unsigned long long)o->memory, (unsigned long long)c->input_bytes);
-    remat_status st = solve_checked(c, o, out, err);
+    remat_status st;
+    if (o->memory < c->input_bytes) /* nothing fits; still say what would */
+        st = remat__fail(err, REMAT_E_INFEASIBLE, "memory: limit %llu is below the input size %llu",
+                         (unsigned long long)o->memory, (unsigned long long)c->input_bytes);
+    else
+        st = solve_checked(c, o, out, err);
     if (st == REMAT_E_INFEASIBLE && err->min_memory == 0 &&
         o->algorithm != REMAT_ALG_EXACT) {
         remat_error e2;

@@ -125,12 +125,14 @@ int cli_load_chain(const char *path, remat_chain **out) {
     return s == REMAT_OK ? CLI_OK : cli_report(s, &e);
 }
 
+/* One standard line when the minimum is known, so scripts can read it. */
 int cli_report_infeasible(const remat_error *e, const remat_solve_options *o) {
     char need[32];
     if (e->min_memory) {
         cli_human_bytes(e->min_memory, need);
-        fprintf(stderr, "remat: %s; %s needs at least %llu bytes (%s)\n", e->message,
-                remat_algorithm_name(o->algorithm), (unsigned long long)e->min_memory, need);
+        fprintf(stderr, "remat: %s: no schedule fits in %llu bytes; it needs at least %llu bytes (%s)\n",
+                remat_algorithm_name(o->algorithm), (unsigned long long)o->memory,
+                (unsigned long long)e->min_memory, need);
     } else {
         fprintf(stderr, "remat: %s\n", e->message);
     }
@@ -142,4 +144,3 @@ int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c) {
     co->have_bandwidth = 1;
     return cli_parse_bandwidth(co->bandwidth_text, c, &co->solve.bandwidth);
 }
-
