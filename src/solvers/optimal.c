@@ -278,6 +278,24 @@ static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint6
 
 static const opt_view opt_zero = {NULL, 0, 0, 0.0f};
 
+/* relax() over the blocks of [m0, m1) where the candidate may win: both it and
+ * the row fall with m, so a block whose first row value is at most the
+ * candidate's value at the block's end is skipped. */
+#define OPT_BLOCK 64
+static void relax_blocks(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint64_t m1,
+                         float c, const opt_view *A, uint64_t w, const opt_view *B) {
+    uint64_t run = m0; /* start of the pending stretch to relax */
+    for (uint64_t b0 = m0; b0 < m1; b0 += OPT_BLOCK) {
+        uint64_t b1 = m1 - b0 > OPT_BLOCK ? b0 + OPT_BLOCK : m1;
+        float low = (c + view_at(A, b1 - 1 - w)) + view_at(B, b1 - 1);
+        if (row[b0 - rlo] <= low) {
+            if (b0 > run) relax(x, row, rlo, run, b0, c, A, w, B);
+            run = b1;
+        }
+    }
+    if (m1 > run) relax(x, row, rlo, run, m1, c, A, w, B);
+}
+
 /* The first m in [m0, m1) with row[m - lo] <= v, or m1; the row falls with m. */
 static uint64_t first_at_most(const float *row, uint64_t lo, uint64_t m0, uint64_t m1, float v) {
     const float *p = row + (m0 - lo);
@@ -316,7 +334,7 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
          * value at hi-1: it cannot help where the row is already that low. */
         float floor_v = (c + view_at(&A, hi - 1 - x->a[sp - 1])) + view_at(&B, hi - 1);
         uint64_t end = first_at_most(row, lo, m0, hi, floor_v);
-        if (end > m0) relax(x, row, lo, m0, end, c, &A, x->a[sp - 1], &B);
+        if (end > m0) relax_blocks(x, row, lo, m0, end, c, &A, x->a[sp - 1], &B);
     }
 }
 

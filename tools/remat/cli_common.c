@@ -144,3 +144,34 @@ int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c) {
     co->have_bandwidth = 1;
     return cli_parse_bandwidth(co->bandwidth_text, c, &co->solve.bandwidth);
 }
+
+int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt extra, void *ctx,
+                      cli_chain_opts *co, remat_chain **chain) {
+    const char *cmd = argv[0], *chain_path = NULL;
+    *chain = NULL;
+    memset(co, 0, sizeof *co);
+    remat_solve_options_init(&co->solve);
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(help, stdout);
+            return CLI_OK;
+        }
+        int rc = extra ? extra(argc, argv, &i, ctx) : -1;
+        if (rc < 0) rc = cli_chain_option(argc, argv, &i, co);
+        if (rc > 0) return rc;
+        if (rc == 0) continue;
+        if (argv[i][0] == '-' && argv[i][1])
+            return cli_usage_error("%s: unknown option %s; see remat %s --help", cmd, argv[i], cmd);
+        if (chain_path)
+            return cli_usage_error("%s: one CHAIN only (got %s and %s)", cmd, chain_path, argv[i]);
+        chain_path = argv[i];
+    }
+    if (!chain_path) return cli_usage_error("%s: missing CHAIN; see remat %s --help", cmd, cmd);
+    int rc = cli_load_chain(chain_path, chain);
+    if (rc == CLI_OK) rc = cli_chain_opts_finish(co, *chain);
+    if (rc != CLI_OK) {
+        remat_chain_free(*chain);
+        *chain = NULL;
+    }
+    return rc;
+}

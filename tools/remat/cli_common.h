@@ -15,6 +15,13 @@ typedef struct cli_chain_opts {
 /* Consumes argv[*i] if it is a chain option: returns 0 (ok), 2 (bad value, reported)
  * or -1 (not a chain option). */
 int cli_chain_option(int argc, char **argv, int *i, cli_chain_opts *co);
+/* A command's own option parser: like cli_chain_option, -1 when not its option. */
+typedef int (*cli_extra_opt)(int argc, char **argv, int *i, void *ctx);
+/* Parses "remat CMD CHAIN [options]" (argv[0] is CMD): --help, the chain options
+ * and `extra` (may be NULL); then loads the chain. Returns an exit code; on 0
+ * *chain is the loaded chain (free it), or NULL when --help was printed. */
+int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt extra, void *ctx,
+                      cli_chain_opts *co, remat_chain **chain);
 /* Parses what needs the chain ("--bandwidth SIZE/s" uses its time unit). */
 int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c);
 int cli_parse_bandwidth(const char *text, const remat_chain *c, double *out);

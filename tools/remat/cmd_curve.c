@@ -57,57 +57,45 @@ static char *curve_json(const remat_curve *cv, const remat_chain *c, double base
     return out;
 }
 
+typedef struct curve_args {
+    const char *format;
+    unsigned long long points;
+} curve_args;
+
+static int curve_option(int argc, char **argv, int *i, void *ctx) {
+    curve_args *ca = ctx;
+    const char *v = NULL;
+    if (cli_opt(argc, argv, i, "--points", &v)) {
+        if (!v || !cli_parse_uint(v, 1000000, &ca->points) || ca->points == 0)
+            return cli_usage_error("--points: expected an integer in 1..1000000");
+        return CLI_OK;
+    }
+    if (cli_opt(argc, argv, i, "--format", &v)) {
+        if (!v || (strcmp(v, "csv") && strcmp(v, "json")))
+            return cli_usage_error("--format: expected csv or json");
+        ca->format = v;
+        return CLI_OK;
+    }
+    return -1;
+}
+
 int cmd_curve(int argc, char **argv) {
     cli_chain_opts co;
-    memset(&co, 0, sizeof co);
-    remat_solve_options_init(&co.solve);
-    const char *chain_path = NULL, *format = "csv";
-    unsigned long long points = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return CLI_OK;
-        }
-        if (cli_opt(argc, argv, &i, "--points", &v)) {
-            if (!v || !cli_parse_uint(v, 1000000, &points) || points == 0)
-                return cli_usage_error("--points: expected an integer in 1..1000000");
-            continue;
-        }
-        if (cli_opt(argc, argv, &i, "--format", &v)) {
-            if (!v || (strcmp(v, "csv") && strcmp(v, "json")))
-                return cli_usage_error("--format: expected csv or json");
-            format = v;
-            continue;
-        }
-        int rc = cli_chain_option(argc, argv, &i, &co);
-        if (rc > 0) return rc;
-        if (rc == 0) continue;
-        if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error("curve: unknown option %s; see remat curve --help", argv[i]);
-        if (chain_path)
-            return cli_usage_error("curve: one CHAIN only (got %s and %s)", chain_path, argv[i]);
-        chain_path = argv[i];
-    }
-    if (!chain_path) return cli_usage_error("curve: missing CHAIN; see remat curve --help");
+    curve_args ca = {"csv", 0};
     remat_chain *c = NULL;
-    int rc = cli_load_chain(chain_path, &c);
-    if (rc) return rc;
-    if ((rc = cli_chain_opts_finish(&co, c)) != 0) {
-        remat_chain_free(c);
-        return rc;
-    }
+    int rc = cli_chain_command(argc, argv, help, curve_option, &ca, &co, &c);
+    if (rc || !c) return rc;
     remat_curve *cv = NULL;
     remat_error e;
     double base = 0;
     remat_status st = remat_store_all_cost(c, NULL, &base, &e);
-    if (st == REMAT_OK) st = remat_curve_compute(c, &co.solve, (size_t)points, &cv, &e);
+    if (st == REMAT_OK) st = remat_curve_compute(c, &co.solve, (size_t)ca.points, &cv, &e);
     if (st == REMAT_E_INFEASIBLE)
         rc = cli_report_infeasible(&e, &co.solve);
     else if (st != REMAT_OK)
         rc = cli_report(st, &e);
     else {
-        char *text = strcmp(format, "json") == 0 ? curve_json(cv, c, base) : curve_csv(cv, base);
+        char *text = strcmp(ca.format, "json") == 0 ? curve_json(cv, c, base) : curve_csv(cv, base);
         rc = text ? cli_write_output(co.output, text) : cli_usage_error("out of memory");
         free(text);
     }

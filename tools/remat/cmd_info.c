@@ -12,31 +12,9 @@ static const char help[] =
 
 int cmd_info(int argc, char **argv) {
     cli_chain_opts co;
-    memset(&co, 0, sizeof co);
-    remat_solve_options_init(&co.solve);
-    const char *chain_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return CLI_OK;
-        }
-        int rc = cli_chain_option(argc, argv, &i, &co);
-        if (rc > 0) return rc;
-        if (rc == 0) continue;
-        if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error("info: unknown option %s; see remat info --help", argv[i]);
-        if (chain_path)
-            return cli_usage_error("info: one CHAIN only (got %s and %s)", chain_path, argv[i]);
-        chain_path = argv[i];
-    }
-    if (!chain_path) return cli_usage_error("info: missing CHAIN; see remat info --help");
     remat_chain *c = NULL;
-    int rc = cli_load_chain(chain_path, &c);
-    if (rc) return rc;
-    if ((rc = cli_chain_opts_finish(&co, c)) != 0) {
-        remat_chain_free(c);
-        return rc;
-    }
+    int rc = cli_chain_command(argc, argv, help, NULL, NULL, &co, &c);
+    if (rc || !c) return rc;
     uint64_t peak = 0, minmem = 0, acts = c->input_bytes;
     double time = 0;
     remat_error e;
@@ -51,7 +29,7 @@ int cmd_info(int argc, char **argv) {
     cli_human_bytes(peak, h1);
     cli_human_bytes(minmem, h2);
     cli_human_bytes(acts, h3);
-    printf("chain:               %s\n", c->name[0] ? c->name : chain_path);
+    printf("chain:               %s\n", c->name[0] ? c->name : "(unnamed)");
     printf("stages:              %zu (L = %zu plus the loss)\n", c->n, c->n - 1);
     printf("time unit:           %s\n", c->time_unit[0] ? c->time_unit : "(unspecified)");
     printf("saved activations:   %llu bytes (%s)\n", (unsigned long long)acts, h3);

@@ -18,30 +18,12 @@ static const char help[] =
 
 int cmd_solve(int argc, char **argv) {
     cli_chain_opts co;
-    memset(&co, 0, sizeof co);
-    remat_solve_options_init(&co.solve);
-    const char *chain_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return CLI_OK;
-        }
-        int rc = cli_chain_option(argc, argv, &i, &co);
-        if (rc > 0) return rc;
-        if (rc == 0) continue;
-        if (argv[i][0] == '-' && argv[i][1]) return cli_usage_error("solve: unknown option %s; see remat solve --help", argv[i]);
-        if (chain_path) return cli_usage_error("solve: one CHAIN only (got %s and %s)", chain_path, argv[i]);
-        chain_path = argv[i];
-    }
-    if (!chain_path) return cli_usage_error("solve: missing CHAIN; see remat solve --help");
-    if (!co.have_memory) return cli_usage_error("solve: missing --memory M");
     remat_chain *c = NULL;
-    int rc = cli_load_chain(chain_path, &c);
-    if (rc) return rc;
-    rc = cli_chain_opts_finish(&co, c);
-    if (rc) {
+    int rc = cli_chain_command(argc, argv, help, NULL, NULL, &co, &c);
+    if (rc || !c) return rc;
+    if (!co.have_memory) {
         remat_chain_free(c);
-        return rc;
+        return cli_usage_error("solve: missing --memory M");
     }
     remat_schedule *s = NULL;
     remat_error e;
