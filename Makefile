@@ -21,7 +21,7 @@ TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-c asan bench install deps demo clean
+.PHONY: all test asan bench figures install deps demo clean
 all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 
 $(BUILD)/obj/%.o: %.c
@@ -62,6 +62,11 @@ asan:
 
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
+
+# Regenerates the join (section 6) and offload (section 5) figures in docs/img.
+figures: all
+	/usr/bin/python3 bench/join_figures.py --remat $(BUILD)/remat --out docs/img
+	/usr/bin/python3 bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
 
 demo: all
 	./$(BUILD)/remat info examples/resnet18-like.json

@@ -134,7 +134,8 @@ def plot(res, xs, xlabel, title, path):
             ys = res[name][a]
             pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=a)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=a,
+                        color="C%d" % ALGS.index(a))
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(xlabel)
         ax.set_ylim(0.95, 2.0)

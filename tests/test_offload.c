@@ -404,8 +404,8 @@ static void pofo_dominates(void) {
     ASSERT_TRUE(compared_opt >= 5); /* the bound was exercised */
 }
 
-/* End to end, pofo's simulated time is never above optimal's at the same
- * limit and bandwidth > 0, and offloading helps on a chain where it should:
+/* End to end, pofo's simulated time is never above optimal's or
+ * offload-only's at the same limit and bandwidth, and offloading helps on a chain where it should:
  * big early activations, a fast link. */
 static void pofo_vs_optimal_end_to_end(void) {
     test_rng rng = {21};
@@ -425,6 +425,13 @@ static void pofo_vs_optimal_end_to_end(void) {
             ASSERT_TRUE(tp >= 0);
             ASSERT_LE_DBL(tp, o->time, 1e-9 * o->time);
         }
+        remat_schedule *q = NULL;
+        if (solve(c, REMAT_ALG_OFFLOAD_ONLY, m, 4, 0, &q, &e) == REMAT_OK) {
+            double tq = check_offload_schedule(c, q, m, 4, 1);
+            ASSERT_TRUE(tq >= 0 && p != NULL);
+            ASSERT_LE_DBL(check_offload_schedule(c, p, m, 4, 1), tq, 1e-9 * tq);
+        }
+        remat_schedule_free(q);
         remat_schedule_free(p);
         remat_schedule_free(o);
         remat_chain_free(c);
@@ -504,6 +511,42 @@ static void pofo_fast_link_store_all_time(void) {
     remat_chain_free(c);
 }
 
+/* The carry-mode candidates (dF carried across segments) are skipped when
+ * their table exceeds max_work_bytes; with them pofo is never slower, and
+ * every schedule stays valid within the limit. */
+static void pofo_carry_never_slower(void) {
+    test_rng rng = {33};
+    int carry_won = 0;
+    for (int t = 0; t < 8; t++) {
+        test_chain_spec sp = {4 + (size_t)(t % 4), 50, 1, 0, 0, 0};
+        remat_chain *c = test_random_chain(&rng, &sp);
+        uint64_t peak;
+        remat_store_all_cost(c, &peak, NULL, NULL);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = REMAT_ALG_POFO;
+        o.memory = peak / 3 + 50;
+        o.bandwidth = 2 + t % 3;
+        remat_schedule *full = NULL, *strict = NULL;
+        remat_error e;
+        remat_status s1 = remat_solve(c, &o, &full, &e);
+        o.max_work_bytes = 2u << 20; /* room for the strict tables only */
+        remat_status s2 = remat_solve(c, &o, &strict, &e);
+        ASSERT_STATUS(s1, s2);
+        if (s1 == REMAT_OK) {
+            double tf = check_offload_schedule(c, full, o.memory, o.bandwidth, 1);
+            double ts = check_offload_schedule(c, strict, o.memory, o.bandwidth, 1);
+            ASSERT_TRUE(tf >= 0 && ts >= 0);
+            ASSERT_LE_DBL(tf, ts, 1e-9 * ts);
+            carry_won += tf < ts * (1 - 1e-9);
+        }
+        remat_schedule_free(full);
+        remat_schedule_free(strict);
+        remat_chain_free(c);
+    }
+    fprintf(stderr, "  carry candidates won %d of 8\n", carry_won);
+}
+
 static void pofo_too_large_and_infeasible(void) {
     remat_chain *c = small3();
     remat_schedule *s = NULL;
@@ -527,6 +570,7 @@ static const test_case cases[] = {
     {"pofo_bandwidth_zero", pofo_bandwidth_zero},
     {"pofo_vs_optimal_end_to_end", pofo_vs_optimal_end_to_end},
     {"pofo_fast_link_store_all_time", pofo_fast_link_store_all_time},
+    {"pofo_carry_never_slower", pofo_carry_never_slower},
     {"pofo_too_large_and_infeasible", pofo_too_large_and_infeasible},
 };
 TEST_MAIN(cases)

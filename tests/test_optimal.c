@@ -527,6 +527,14 @@ static void t_curve(void) {
         }
         size_t all = cv->n;
         remat_curve_free(cv);
+        if (exact) { /* a top far above the peak adds nothing (and stays quick) */
+            remat_solve_options big = o;
+            big.memory = peak * 1000 + 7;
+            ASSERT_STATUS(remat_curve_compute(c, &big, 0, &cv, &e), REMAT_OK);
+            ASSERT_EQ_U64(cv->n, all);
+            ASSERT_EQ_U64(cv->points[cv->n - 1].memory, peak);
+            remat_curve_free(cv);
+        }
         ASSERT_STATUS(remat_curve_compute(c, &o, 3, &cv, &e), REMAT_OK);
         ASSERT_TRUE(cv->n <= 3 && cv->n >= (all >= 2 ? 2u : 1u));
         ASSERT_EQ_U64(cv->points[cv->n - 1].memory, peak);

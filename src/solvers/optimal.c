@@ -6,7 +6,7 @@
  * The table stores, for each pair (s, t), only the budgets between the
  * sub-chain's smallest need lo(s,t) and its store-all need g(s,t): below lo
  * it is infinite, from g on it is the plain forward+backward time. Rows are
- * float, filled diagonal by diagonal by worker threads; the schedule is
+ * float, filled column by column by pipelined worker threads; the schedule is
  * rebuilt from the table and its time and peak recomputed exactly. */
 #include <math.h>
 #include <pthread.h>
@@ -133,15 +133,18 @@ static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work
                      "optimal: the per-pair bounds of %zu stages would need %llu bytes, more "
                      "than the work limit of %llu bytes",
                      c->n, (unsigned long long)(per * 4), (unsigned long long)cap);
-    REMAT__FORWARD(remat__alloc_table((void **)&x->lo, nn, sizeof(uint64_t), cap, "optimal bounds", err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->lot, nn, sizeof(uint64_t), cap, "optimal bounds", err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, sizeof(uint64_t), cap, "optimal bounds", err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->off, nn, sizeof(size_t), cap, "optimal offsets", err));
+    /* lo, lot, g are uint64_t and off size_t: 8 bytes each is enough */
+    void **pair[4] = {(void **)&x->lo, (void **)&x->lot, (void **)&x->g, (void **)&x->off};
+    for (int k = 0; k < 4; k++)
+        REMAT__FORWARD(remat__alloc_table(pair[k], nn, 8, cap, "optimal per-pair bounds", err));
     /* Scale times by a power of two so the float table keeps its precision. */
-    double total = 0;
-    for (size_t i = 1; i <= c->n; i++) total += c->stages[i - 1].fwd_time + c->stages[i - 1].bwd_time;
+    long double total = 0; /* long double: no overflow for any finite times */
+    for (size_t i = 1; i <= c->n; i++)
+        total += (long double)c->stages[i - 1].fwd_time + c->stages[i - 1].bwd_time;
     int e = 0;
-    if (total > 0 && isfinite(total)) frexp(total, &e);
+    if (total > 0) frexpl(total, &e);
+    if (e > 1000) e = 1000;
+    if (e < -1000) e = -1000;
     x->scale = ldexp(1.0, 20 - e);
     for (size_t i = 1; i <= c->n; i++) {
         x->pf[i] = x->pf[i - 1] + c->stages[i - 1].fwd_time * x->scale;
@@ -192,7 +195,8 @@ static float view_at(const opt_view *v, uint64_t k) {
         if (v < o[i]) o[i] = v;                                 \
     }
 
-#if defined(__GNUC__) && (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
+#if defined(__GNUC__) && !defined(REMAT_NO_SIMD) && \
+    (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
 #include <immintrin.h>
 #define OPT_X86 1
 #define OPT_KERNEL(name, A, B)                                                             \
@@ -251,13 +255,10 @@ static void pick_kernels(opt_kernel *k) {
 #endif
 }
 
-#ifdef OPT_COUNT
-unsigned long long opt_count_cells, opt_count_calls;
-#endif
 /* row[m - rlo] = min(row, (c + A(m - w)) + B(m)) for m in [m0, m1), split into
  * stretches where A and B are each either a row or their constant tail. */
-static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c, const opt_view *A,
-                  uint64_t w, const opt_view *B) {
+static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c,
+                  const opt_view *A, uint64_t w, const opt_view *B) {
     uint64_t m = m0;
     while (m < m1) {
         int ar = m - w < A->hi, br = m < B->hi;
@@ -265,9 +266,6 @@ static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint6
         if (ar && A->hi + w < end) end = A->hi + w;
         if (br && B->hi < end) end = B->hi;
         size_t len = (size_t)(end - m);
-#ifdef OPT_COUNT
-        opt_count_cells += len; opt_count_calls++;
-#endif
         float *o = row + (m - rlo);
         const float *pa = ar ? A->row + (m - w - A->lo) : NULL;
         const float *pb = br ? B->row + (m - B->lo) : NULL;
@@ -278,29 +276,17 @@ static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint6
 
 static const opt_view opt_zero = {NULL, 0, 0, 0.0f};
 
-/* relax() over the blocks of [m0, m1) where the candidate may win: both it and
- * the row fall with m, so a block whose first row value is at most the
- * candidate's value at the block's end is skipped. */
-#define OPT_BLOCK 64
-static void relax_blocks(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint64_t m1,
-                         float c, const opt_view *A, uint64_t w, const opt_view *B) {
-    uint64_t run = m0; /* start of the pending stretch to relax */
-    for (uint64_t b0 = m0; b0 < m1; b0 += OPT_BLOCK) {
-        uint64_t b1 = m1 - b0 > OPT_BLOCK ? b0 + OPT_BLOCK : m1;
-        float low = (c + view_at(A, b1 - 1 - w)) + view_at(B, b1 - 1);
-        if (row[b0 - rlo] <= low) {
-            if (b0 > run) relax(x, row, rlo, run, b0, c, A, w, B);
-            run = b1;
-        }
-    }
-    if (m1 > run) relax(x, row, rlo, run, m1, c, A, w, B);
-}
-
 /* The first m in [m0, m1) with row[m - lo] <= v, or m1; the row falls with m. */
 static uint64_t first_at_most(const float *row, uint64_t lo, uint64_t m0, uint64_t m1, float v) {
     const float *p = row + (m0 - lo);
-    size_t len = (size_t)(m1 - m0), base = 0;
+    size_t len = (size_t)(m1 - m0), base = 0, step = 8;
     if (len == 0 || p[0] <= v) return m0;
+    /* gallop: p[base] > v; the answer is often near the start */
+    while (base + step < len && p[base + step] > v) {
+        base += step;
+        step *= 2;
+    }
+    len = (base + step < len ? base + step : len) - base;
     while (len > 1) { /* p[base] > v throughout */
         size_t half = len / 2;
         base = p[base + half] > v ? base + half : base;
@@ -334,7 +320,7 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
          * value at hi-1: it cannot help where the row is already that low. */
         float floor_v = (c + view_at(&A, hi - 1 - x->a[sp - 1])) + view_at(&B, hi - 1);
         uint64_t end = first_at_most(row, lo, m0, hi, floor_v);
-        if (end > m0) relax_blocks(x, row, lo, m0, end, c, &A, x->a[sp - 1], &B);
+        if (end > m0) relax(x, row, lo, m0, end, c, &A, x->a[sp - 1], &B);
     }
 }
 
@@ -344,41 +330,44 @@ static float table_at(const opt_ctx *x, size_t s, size_t t, uint64_t m) {
     return view_at(&v, m);
 }
 
-/* ---- parallel fill, diagonal by diagonal ---- */
+/* ---- parallel fill, column by column ---- */
 
-typedef struct opt_barrier {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned count, waiting;
-    unsigned long gen;
-} opt_barrier;
-
-static void barrier_wait(opt_barrier *b) {
-    pthread_mutex_lock(&b->mu);
-    unsigned long g = b->gen;
-    if (++b->waiting >= b->count) {
-        b->waiting = 0;
-        b->gen++;
-        pthread_cond_broadcast(&b->cv);
-    } else {
-        while (g == b->gen) pthread_cond_wait(&b->cv, &b->mu);
-    }
-    pthread_mutex_unlock(&b->mu);
-}
-
+/* Column t (rows s = t-1 down to 1) reads the rows below it in the same
+ * column, which stay in cache, and row s of earlier columns. Workers take
+ * columns in order; row s of column t waits until column t-1 has done row s,
+ * so the columns run as a staggered pipeline. */
 typedef struct opt_fill {
     const opt_ctx *x;
-    opt_barrier bar;
-    atomic_size_t *next; /* [n] next s to take on diagonal k */
+    atomic_size_t next_col;
+    atomic_size_t *done; /* [n+1] the last row finished in column t (t: none yet) */
+    atomic_uint waiters;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } opt_fill;
+
+static void wait_row(opt_fill *f, size_t t, size_t s) {
+    if (atomic_load(&f->done[t]) <= s) return;
+    pthread_mutex_lock(&f->mu);
+    atomic_fetch_add(&f->waiters, 1);
+    while (atomic_load(&f->done[t]) > s) pthread_cond_wait(&f->cv, &f->mu);
+    atomic_fetch_sub(&f->waiters, 1);
+    pthread_mutex_unlock(&f->mu);
+}
 
 static void *fill_worker(void *arg) {
     opt_fill *f = arg;
-    size_t n = f->x->n;
-    for (size_t k = 1; k < n; k++) {
-        size_t s;
-        while ((s = atomic_fetch_add(&f->next[k], 1)) + k <= n) fill_row(f->x, s, s + k);
-        barrier_wait(&f->bar);
+    size_t n = f->x->n, t;
+    while ((t = atomic_fetch_add(&f->next_col, 1)) <= n) {
+        for (size_t s = t - 1; s >= 1; s--) {
+            wait_row(f, t - 1, s);
+            fill_row(f->x, s, t);
+            atomic_store(&f->done[t], s);
+            if (atomic_load(&f->waiters) > 0) {
+                pthread_mutex_lock(&f->mu);
+                pthread_cond_broadcast(&f->cv);
+                pthread_mutex_unlock(&f->mu);
+            }
+        }
     }
     return NULL;
 }
@@ -389,36 +378,30 @@ static remat_status fill_table(const opt_ctx *x, unsigned threads, size_t cells,
     if (threads > 64) threads = 64;
     /* Small tables are not worth the threads. */
     if (threads <= 1 || n < 8 || cells < ((size_t)1 << 16)) {
-        for (size_t k = 1; k < n; k++)
-            for (size_t s = 1; s + k <= n; s++) fill_row(x, s, s + k);
+        for (size_t t = 2; t <= n; t++)
+            for (size_t s = t - 1; s >= 1; s--) fill_row(x, s, t);
         return REMAT_OK;
     }
     opt_fill f;
     f.x = x;
-    f.next = remat__calloc(n, sizeof *f.next);
-    REMAT__RETURN_IF(!f.next, err, REMAT_E_NOMEM, "optimal: out of memory");
-    for (size_t k = 0; k < n; k++) atomic_init(&f.next[k], 1);
-    pthread_mutex_init(&f.bar.mu, NULL);
-    pthread_cond_init(&f.bar.cv, NULL);
-    f.bar.count = threads;
-    f.bar.waiting = 0;
-    f.bar.gen = 0;
+    f.done = remat__calloc(n + 1, sizeof *f.done);
+    REMAT__RETURN_IF(!f.done, err, REMAT_E_NOMEM, "optimal: out of memory");
+    for (size_t t = 0; t <= n; t++) atomic_init(&f.done[t], t);
+    atomic_init(&f.next_col, 2);
+    atomic_init(&f.waiters, 0);
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_cond_init(&f.cv, NULL);
     pthread_t tid[64];
     unsigned started = 0;
     for (unsigned i = 1; i < threads; i++) {
         if (pthread_create(&tid[started], NULL, fill_worker, &f) != 0) break;
         started++;
     }
-    if (started + 1 < threads) { /* run with the workers we got */
-        pthread_mutex_lock(&f.bar.mu);
-        f.bar.count = started + 1;
-        pthread_mutex_unlock(&f.bar.mu);
-    }
-    fill_worker(&f);
+    fill_worker(&f); /* with however many workers started */
     for (unsigned i = 0; i < started; i++) pthread_join(tid[i], NULL);
-    pthread_cond_destroy(&f.bar.cv);
-    pthread_mutex_destroy(&f.bar.mu);
-    free(f.next);
+    pthread_cond_destroy(&f.cv);
+    pthread_mutex_destroy(&f.mu);
+    free(f.done);
     return REMAT_OK;
 }
 
@@ -448,8 +431,10 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
     REMAT__FORWARD(remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), cap,
                                       "optimal table", err));
     size_t nn = n * n;
-    REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal views", err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->vwt, nn, sizeof(opt_view), cap, "optimal views", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
+                                      err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->vwt, nn, sizeof(opt_view), cap, "optimal rows",
+                                      err));
     for (size_t s = 1; s <= n; s++)
         for (size_t t = s; t <= n; t++)
             x->vw[IDX(x, s, t)] = x->vwt[IDX(x, t, s)] = make_view(x, s, t);
@@ -712,16 +697,22 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
     if (st == REMAT_OK && fits) st = build_table(&x, o, slots == 0, err);
     remat_curve *cv = NULL;
     if (st == REMAT_OK) {
-        size_t k = fits ? (size_t)(x.budget - x.lo[IDX(&x, 1, x.n)]) + 2 : 1;
+        /* one point per step of row (1, n) at most, plus the store-all point */
+        opt_view top_row = view_of(&x, 1, x.n);
+        size_t k = fits ? (size_t)(top_row.hi - top_row.lo) + 2 : 1;
         cv = calloc(1, sizeof *cv);
-        if (cv) cv->points = remat__calloc(k, sizeof *cv->points);
-        if (!cv || !cv->points) st = remat__fail(err, REMAT_E_NOMEM, "optimal curve: out of memory");
+        if (!cv) st = remat__fail(err, REMAT_E_NOMEM, "optimal curve: out of memory");
+        else st = remat__alloc_table((void **)&cv->points, k, sizeof *cv->points,
+                                     o->max_work_bytes, "optimal curve", err);
     }
     if (st == REMAT_OK) {
         remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
         double inv = 1.0 / x.scale;
         float prev = INFINITY;
-        for (uint64_t b = fits ? x.lo[IDX(&x, 1, x.n)] : 1; fits && b <= x.budget; b++) {
+        opt_view top_row = fits ? view_of(&x, 1, x.n) : opt_zero;
+        /* past the row the value is its constant tail: one more step at most */
+        uint64_t bmax = top_row.hi < x.budget ? top_row.hi : x.budget;
+        for (uint64_t b = top_row.lo; fits && b <= bmax; b++) {
             float v = table_at(&x, 1, x.n, b);
             if (!(v < prev)) continue;
             prev = v;

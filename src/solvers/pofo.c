@@ -27,8 +27,12 @@
  * paper's gradual-release assumption and its section 5 conversion: the DP as
  * if the link were faster, so offloads overlap several segments, emitted
  * without the per-segment Waits, then repaired with the simulator (see
- * repair() and shift_pres()). It returns the fastest simulated candidate,
- * rotor's optimum included (the DP's no-offload corner at 500 slots). */
+ * repair() and shift_pres()), and, on chains small enough, carry-mode plans:
+ * the DP with the paper's dF (offloads in flight, held memory released
+ * gradually) carried from segment to segment, waiting for the link only where
+ * it pays (Lemma 1) and at the loss (B.2), repaired the same way (see
+ * oc_carry()). It returns the fastest simulated candidate, rotor's optimum
+ * included (the DP's no-offload corner at 500 slots). */
 #include <math.h>
 #include <string.h>
 
@@ -50,6 +54,13 @@ typedef struct pofo {
     int relaxed;        /* emit no Wait after a segment's forward (see repair()) */
     uint64_t *sizes;    /* [5][n+1]: a, abar, d, units of a, units of abar */
     uint32_t base_cap;  /* units within the limit itself */
+    /* carry mode (dF carried across segments, see oc_carry()): */
+    int carry;
+    size_t FK;          /* dF levels (1 when not carrying) */
+    uint64_t fq;        /* bytes per dF level */
+    int has_last;       /* emission: the last offload issued, for Waits */
+    int last_x;
+    size_t last_i;
 } pofo;
 
 static uint64_t A_(const pofo *P, size_t i) { return P->sizes[i]; }
@@ -64,8 +75,8 @@ static uint64_t input_bytes(const pofo *P, size_t i, int x) { return x ? AB(P, i
 static size_t cidx(const pofo *P, size_t i, size_t j, size_t m) {
     return ((i - 1) * P->L + (j - 1)) * P->W + m;
 }
-static size_t oidx(const pofo *P, size_t i, int x, size_t a, size_t b) {
-    return (((i - 1) * 2 + (size_t)x) * P->W + a) * P->W + b;
+static size_t oidx(const pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
+    return ((((i - 1) * 2 + (size_t)x) * P->W + a) * P->W + b) * P->FK + f;
 }
 
 /* ---- C: persistent rematerialization of stages i..j from a held input,
@@ -127,7 +138,7 @@ static double prefetch_idle(const pofo *P, size_t b, double overlap) {
     return b && t > 0 ? t : 0;
 }
 
-static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b);
+static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b, size_t f);
 
 static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
     double best = INFINITY;
@@ -151,7 +162,7 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
         /* Fall i: the next segment's input is abar[i]. */
         if (AB(P, i) + si->fwd_overhead <= ff &&
             AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
-            double sub = oc_value(P, i + 1, 1, a2, b2);
+            double sub = oc_value(P, i + 1, 1, a2, b2, 0);
             double t = si->fwd_time + (copy > si->fwd_time ? copy - si->fwd_time : 0) + sub +
                        si->bwd_time + prefetch_idle(P, b, si->bwd_time);
             if (t < best) {
@@ -172,30 +183,116 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
             fsum += sj->fwd_time;
             double cb = P->ctab[cidx(P, i, j, mb)];
             if (!(cb < INFINITY)) continue;
-            double sub = oc_value(P, j + 1, 0, a2, b2);
+            double sub = oc_value(P, j + 1, 0, a2, b2, 0);
             double t = fsum + (copy > fsum ? copy - fsum : 0) + sub + cb + prefetch_idle(P, b, cb);
             if (t < best) {
                 best = t;
-                choice = (int32_t)((j - i) << 2 | (size_t)off << 1 | 1);
+                choice = (int32_t)((j - i) << 3 | (size_t)off << 1 | 1);
             }
         }
     }
 done:
-    P->otab[oidx(P, i, x, a, b)] = best;
-    P->ochoice[oidx(P, i, x, a, b)] = choice;
+    P->otab[oidx(P, i, x, a, b, 0)] = best;
+    P->ochoice[oidx(P, i, x, a, b, 0)] = choice;
+}
+
+/* ---- Carry mode: the paper's dF (B.1) ----
+ * f levels of fq bytes still to offload are carried from segment to
+ * segment; they drain at the link's speed during forwards and count as held
+ * memory (the paper's gradual release, rounded up to a level). A segment may
+ * first wait for the link to drain (Lemma 1's idle, taken whole), and the
+ * loss waits for every offload (B.2's junction idle). Emitted without the
+ * per-segment Waits, then made valid by repair(). */
+
+static double drain_time(const pofo *P, size_t f) { return (double)f * (double)P->fq / P->bw; }
+
+/* the dF level after `span` time units of copying `pend` bytes; FK when out
+ * of range */
+static size_t f_after(const pofo *P, double pend, double span) {
+    double rem = pend - span * P->bw;
+    if (!(rem > 0)) return 0;
+    double lv = ceil(rem / (double)P->fq);
+    return lv >= (double)P->FK ? P->FK : (size_t)lv;
+}
+
+static void oc_carry(pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
+    double best = INFINITY;
+    int32_t choice = -1;
+    uint64_t in = input_bytes(P, i, x), ui = units(P, in);
+    const remat_stage *si = ST(P, i);
+    if (a + ui + b > P->cap) goto done;
+    uint64_t fb = (P->cap - a - ui - b) * P->q;
+    if (i == P->n) { /* everything offloaded before the loss */
+        uint64_t ff = (P->cap - a - ui) * P->q;
+        if (AB(P, i) + si->fwd_overhead <= ff && AB(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
+            best = drain_time(P, f) + si->fwd_time + si->bwd_time + prefetch_idle(P, b, si->bwd_time);
+            choice = 0;
+        }
+        goto done;
+    }
+    int max_off = P->mode != REMAT__POFO_REMAT_ONLY && P->bw > 0 ? 1 : 0;
+    for (int drain = 0; drain <= (f > 0); drain++) {
+        uint64_t fbytes = drain ? 0 : (uint64_t)f * P->fq, fu = units(P, fbytes);
+        if (a + ui + fu > P->cap) continue;
+        double idle = drain ? drain_time(P, f) : 0;
+        uint64_t ff = (P->cap - a - ui - fu) * P->q;
+        for (int off = 0; off <= max_off; off++) {
+            size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0;
+            double pend = (double)fbytes + (off ? (double)in : 0);
+            int32_t flags = drain << 2 | off << 1;
+            if (AB(P, i) + si->fwd_overhead <= ff &&
+                AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
+                size_t f2 = f_after(P, pend, si->fwd_time);
+                double sub = f2 < P->FK ? oc_value(P, i + 1, 1, a2, b2, f2) : INFINITY;
+                double t = idle + si->fwd_time + sub + si->bwd_time + prefetch_idle(P, b, si->bwd_time);
+                if (t < best) {
+                    best = t;
+                    choice = flags;
+                }
+            }
+            if (P->mode == REMAT__POFO_OFFLOAD_ONLY) continue;
+            uint64_t fmax = 0;
+            double fsum = 0;
+            size_t mb = P->cap - a - ui - b;
+            for (size_t j = i; j < P->n; j++) {
+                const remat_stage *sj = ST(P, j);
+                uint64_t need = (j == i ? 0 : A_(P, j - 1)) + A_(P, j) + sj->fwd_overhead;
+                if (need > fmax) fmax = need;
+                if (fmax > ff) break;
+                fsum += sj->fwd_time;
+                double cb = P->ctab[cidx(P, i, j, mb)];
+                if (!(cb < INFINITY)) continue;
+                size_t f2 = f_after(P, pend, fsum);
+                if (f2 >= P->FK) continue;
+                double t = idle + fsum + oc_value(P, j + 1, 0, a2, b2, f2) + cb + prefetch_idle(P, b, cb);
+                if (t < best) {
+                    best = t;
+                    choice = (int32_t)((j - i) << 3) | flags | 1;
+                }
+            }
+        }
+    }
+done:
+    P->otab[oidx(P, i, x, a, b, f)] = best;
+    P->ochoice[oidx(P, i, x, a, b, f)] = choice;
 }
 
 /* Top-down: only the states reachable from (1, 0, 0, 0) are solved, and few
  * dB values are (0 or the size of some input). Depth <= n. */
 #define OC_TODO (-2)
-static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b) {
-    size_t k = oidx(P, i, x, a, b);
-    if (P->ochoice[k] == OC_TODO) oc_cell(P, i, x, a, b);
+static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
+    size_t k = oidx(P, i, x, a, b, f);
+    if (P->ochoice[k] == OC_TODO) {
+        if (P->carry)
+            oc_carry(P, i, x, a, b, f);
+        else
+            oc_cell(P, i, x, a, b);
+    }
     return P->otab[k];
 }
 
 static void reset_oc(pofo *P) {
-    size_t no = P->n * 2 * P->W * P->W; /* checked in alloc_tables */
+    size_t no = P->n * 2 * P->W * P->W * P->FK; /* checked in alloc_tables */
     for (size_t k = 0; k < no; k++) P->ochoice[k] = OC_TODO;
 }
 
@@ -223,25 +320,43 @@ static remat_status emit_c(pofo *P, size_t i, size_t j, size_t m, remat_error *e
     return emit_c(P, i, k, m, err);
 }
 
+/* Waits for every offload issued so far (copies run in issue order). */
+static remat_status wait_all(pofo *P, remat_error *err) {
+    return P->has_last ? vop(P, REMAT_OP_WAIT, P->last_x, P->last_i, err) : REMAT_OK;
+}
+
 /* prev_x/prev_i name the previous segment's input when b > 0. */
-static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, int prev_x,
+static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, size_t f, int prev_x,
                             size_t prev_i, remat_error *err) {
-    int32_t ch = P->ochoice[oidx(P, i, x, a, b)];
+    int32_t ch = P->ochoice[oidx(P, i, x, a, b, f)];
     REMAT__RETURN_IF(ch < 0, err, REMAT_E_INTERNAL, "pofo: broken table at stage %zu", i);
     if (i == P->n) {
+        if (P->carry) REMAT__FORWARD(wait_all(P, err));
         REMAT__FORWARD(op(P, REMAT_OP_FALL, i, err));
         if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
         return op(P, REMAT_OP_B, i, err);
     }
-    int fck = ch & 1, off = (ch >> 1) & 1;
-    size_t j = i + (size_t)(ch >> 2);
-    uint64_t ui = units(P, input_bytes(P, i, x));
-    size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0;
+    int fck = ch & 1, off = (ch >> 1) & 1, drain = (ch >> 2) & 1;
+    size_t j = i + (size_t)(ch >> 3);
+    uint64_t in = input_bytes(P, i, x), ui = units(P, in);
+    size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0, f2 = 0;
+    if (drain) REMAT__FORWARD(wait_all(P, err));
     if (off) REMAT__FORWARD(vop(P, REMAT_OP_OFF, x, i - 1, err));
+    if (off) {
+        P->has_last = 1;
+        P->last_x = x;
+        P->last_i = i - 1;
+    }
     REMAT__FORWARD(op(P, fck ? REMAT_OP_FCK : REMAT_OP_FALL, i, err));
     for (size_t h = i + 1; fck && h <= j; h++) REMAT__FORWARD(op(P, REMAT_OP_FN, h, err));
     if (off && !P->relaxed) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
-    REMAT__FORWARD(emit_oc(P, j + 1, !fck, a2, b2, x, i - 1, err));
+    if (P->carry) { /* the same arithmetic as oc_carry() */
+        double span = 0;
+        for (size_t h = i; h <= j; h++) span += ST(P, h)->fwd_time;
+        double pend = (double)(drain ? 0 : (uint64_t)f * P->fq) + (off ? (double)in : 0);
+        f2 = f_after(P, pend, span);
+    }
+    REMAT__FORWARD(emit_oc(P, j + 1, !fck, a2, b2, f2, x, i - 1, err));
     if (off) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
     if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
     if (!fck) return op(P, REMAT_OP_B, i, err);
@@ -259,7 +374,8 @@ static void pofo_free(pofo *P) {
 static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
     size_t nc, no;
     REMAT__RETURN_IF(!remat__mul_size(P->L, P->L, &nc) || !remat__mul_size(nc, P->W, &nc) ||
-                         !remat__mul_size(P->n * 2, P->W, &no) || !remat__mul_size(no, P->W, &no),
+                         !remat__mul_size(P->n * 2, P->W, &no) || !remat__mul_size(no, P->W, &no) ||
+                         !remat__mul_size(no, P->FK, &no),
                      err, REMAT_E_TOO_LARGE, "pofo: tables too large for this chain and values");
     size_t per = sizeof(double) + sizeof(int32_t), total;
     REMAT__RETURN_IF(!remat__mul_size(nc + no, per, &total) ||
@@ -282,8 +398,10 @@ static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
 /* Sets up P for `memory` and fills the rematerialization table C, which
  * depends on the memory only, so several runs can share it. */
 static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uint32_t values,
-                             uint32_t extra, uint64_t max_work_bytes, remat_error *err) {
+                             uint32_t extra, size_t fk, uint64_t max_work_bytes,
+                             remat_error *err) {
     memset(P, 0, sizeof *P);
+    P->FK = fk;
     REMAT__RETURN_IF(values == 0 || values > 100000, err, REMAT_E_INPUT,
                      "offload values: %u is not in 1..100000", values);
     P->c = c;
@@ -293,6 +411,12 @@ static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uin
     P->cap = (uint32_t)(memory / P->q > values * 2u ? values * 2u : memory / P->q);
     P->base_cap = P->cap;
     P->W = (size_t)P->cap + extra + 1; /* C serves every cap up to cap + extra */
+    P->carry = fk > 1;
+    if (P->carry) { /* FK - 1 levels span the W - 1 units */
+        uint64_t span = (uint64_t)(P->W - 1) * P->q;
+        P->fq = span / (fk - 1) + (span % (fk - 1) != 0);
+        if (P->fq == 0) P->fq = 1;
+    }
     if (max_work_bytes == 0) max_work_bytes = REMAT_DEFAULT_MAX_WORK_BYTES;
     remat_status st = alloc_tables(P, max_work_bytes, err);
     if (st == REMAT_OK) {
@@ -326,13 +450,14 @@ static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode m
     P->mode = mode;
     P->relaxed = relaxed;
     P->s = NULL;
+    P->has_last = 0;
     reset_oc(P);
-    double t = oc_value(P, 1, 0, 0, 0);
+    double t = oc_value(P, 1, 0, 0, 0, 0);
     REMAT__RETURN_IF(!(t < INFINITY), err, REMAT_E_INFEASIBLE,
                      "pofo: no schedule fits in %llu bytes with %u memory values",
                      (unsigned long long)(P->q * P->cap), P->cap);
     REMAT__FORWARD(remat_schedule_new("pofo", &P->s, err));
-    remat_status st = emit_oc(P, 1, 0, 0, 0, 0, 0, err);
+    remat_status st = emit_oc(P, 1, 0, 0, 0, 0, 0, 0, err);
     if (st != REMAT_OK) {
         remat_schedule_free(P->s);
         P->s = NULL;
@@ -349,7 +474,7 @@ static remat_status plan(const remat_chain *c, uint64_t memory, uint32_t values,
                          remat_schedule **out, remat_error *err) {
     *out = NULL;
     pofo P;
-    REMAT__FORWARD(ctx_init(&P, c, memory, values, 0, max_work_bytes, err));
+    REMAT__FORWARD(ctx_init(&P, c, memory, values, 0, 1, max_work_bytes, err));
     remat_status st = ctx_run(&P, P.base_cap, bw, mode, relaxed, out, err);
     if (st == REMAT_OK) (*out)->memory_limit = memory;
     pofo_free(&P);
@@ -475,12 +600,13 @@ static remat_status keep_if_better(const remat_chain *c, const remat_solve_optio
                          r->fail_op, r->fail_op_text, r->reason);
     else if (st == REMAT_OK && r->peak_bytes > o->memory)
         st = REMAT_E_INFEASIBLE;
-    if (st == REMAT_OK && (!*best || r->time < *best_sim)) {
-        s->peak_bytes = r->peak_bytes;
-        if (simulated_time) s->time = r->time;
+    double t = st == REMAT_OK ? r->time : 0;
+    if (st == REMAT_OK) s->peak_bytes = r->peak_bytes;
+    if (st == REMAT_OK && (!*best || t < *best_sim)) {
+        if (simulated_time) s->time = t;
         remat_schedule_free(*best);
         *best = s;
-        *best_sim = r->time;
+        *best_sim = t;
         s = NULL;
     }
     remat_sim_result_free(r);
@@ -506,11 +632,87 @@ static remat_status try_cap(pofo *P, const remat_solve_options *o, uint32_t cap,
     return keep_if_better(P->c, o, s, relaxed, best, best_sim, err);
 }
 
-/* Candidates, all checked by the simulator (see the header): strict plans at
- * the limit and, by a binary search, with a few extra units (the DP rounds
- * every held value up, wasting up to about a unit per checkpoint); relaxed
- * plans for link speedups 1..4; rotor's optimum. One table C serves them all:
- * the unit stays M/N and only the number of units changes. */
+/* One mode's candidates, all checked by the simulator (see the header):
+ * strict plans at the limit and, by a binary search, with a few extra units
+ * (the DP rounds every held value up, wasting up to about a unit per
+ * checkpoint); relaxed plans for link speedups 1..4. The fastest one gets its
+ * prefetches moved earlier and is kept in *best if faster. */
+static remat_status pipeline(pofo *P, const remat_solve_options *o, remat__pofo_mode mode,
+                             uint32_t extra, remat_schedule **best, double *best_sim,
+                             remat_error *err) {
+    remat_schedule *mine = NULL;
+    double mine_sim = 0;
+    remat_status st = try_cap(P, o, P->base_cap, 0, mode, &mine, &mine_sim, err);
+    if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
+    uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
+    while (st == REMAT_OK && hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, &mine, &mine_sim, err);
+        if (s2 == REMAT_OK)
+            lo = mid;
+        else if (s2 == REMAT_E_INFEASIBLE)
+            hi = mid;
+        else
+            st = s2;
+    }
+    static const double speedups[] = {1, 1.5, 2, 3, 4};
+    for (size_t k = 0; st == REMAT_OK && k < sizeof speedups / sizeof *speedups; k++) {
+        remat_status s2 = try_cap(P, o, P->base_cap, speedups[k], mode, &mine, &mine_sim, err);
+        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
+    }
+    if (st == REMAT_OK && mine) st = shift_pres(P->c, mine, o->memory, o->bandwidth, &mine_sim, err);
+    if (st == REMAT_OK && mine && (!*best || mine_sim < *best_sim)) {
+        remat_schedule_free(*best);
+        *best = mine;
+        *best_sim = mine_sim;
+        mine = NULL;
+    }
+    remat_schedule_free(mine);
+    return st;
+}
+
+/* Carry-mode candidates: the DP with dF carried (oc_carry()) in CARRY_LEVELS
+ * levels, for link speedups 1 and 1.5, repaired and kept in *best if faster.
+ * Skipped (REMAT_OK) when its OC table would exceed CARRY_MAX_BYTES or
+ * max_work_bytes: the extra dimension multiplies OC by CARRY_LEVELS. */
+#define CARRY_LEVELS 33
+#define CARRY_MAX_BYTES ((uint64_t)256 << 20)
+static remat_status carry_pipeline(const remat_chain *c, const remat_solve_options *o,
+                                   remat__pofo_mode mode, uint32_t values, remat_schedule **best,
+                                   double *best_sim, remat_error *err) {
+    uint64_t lim = o->max_work_bytes && o->max_work_bytes < CARRY_MAX_BYTES ? o->max_work_bytes
+                                                                            : CARRY_MAX_BYTES;
+    pofo P;
+    remat_error e;
+    uint32_t extra = (uint32_t)(c->n + 2 < values / 4u + 1 ? c->n + 2 : values / 4u + 1);
+    remat_status st = ctx_init(&P, c, o->memory, values, extra, CARRY_LEVELS, lim, &e);
+    if (st == REMAT_E_TOO_LARGE) return REMAT_OK;
+    if (st != REMAT_OK) {
+        if (err) *err = e;
+        return st;
+    }
+    remat_schedule *mine = NULL;
+    double mine_sim = 0;
+    for (uint32_t k = 0; st == REMAT_OK && k <= 4; k++) {
+        remat_status s2 = try_cap(&P, o, P.base_cap + extra * k / 4, 1, mode, &mine, &mine_sim, err);
+        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
+    }
+    pofo_free(&P);
+    if (st == REMAT_OK && mine) st = shift_pres(c, mine, o->memory, o->bandwidth, &mine_sim, err);
+    if (st == REMAT_OK && mine) mine->time = mine_sim; /* every carry plan is repaired */
+    if (st == REMAT_OK && mine && (!*best || mine_sim < *best_sim)) {
+        remat_schedule_free(*best);
+        *best = mine;
+        *best_sim = mine_sim;
+        mine = NULL;
+    }
+    remat_schedule_free(mine);
+    return st;
+}
+
+/* pofo takes the best of its own pipeline, offload-only's (a part of its
+ * space) and rotor's optimum; one table C serves every DP run: the unit stays
+ * M/N and only the number of units changes. */
 remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *o,
                                remat_schedule **out, remat_error *err) {
     *out = NULL;
@@ -521,28 +723,16 @@ remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *
         o->algorithm == REMAT_ALG_OFFLOAD_ONLY ? REMAT__POFO_OFFLOAD_ONLY : REMAT__POFO_FULL;
     uint32_t extra = (uint32_t)(c->n + 2 < values / 4u + 1 ? c->n + 2 : values / 4u + 1);
     pofo P;
-    REMAT__FORWARD(ctx_init(&P, c, o->memory, values, extra, o->max_work_bytes, err));
+    REMAT__FORWARD(ctx_init(&P, c, o->memory, values, extra, 1, o->max_work_bytes, err));
     remat_schedule *best = NULL;
     double best_sim = 0;
-    remat_status st = try_cap(&P, o, P.base_cap, 0, mode, &best, &best_sim, err);
-    if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
-    uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
-    while (st == REMAT_OK && hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        remat_status s2 = try_cap(&P, o, P.base_cap + mid, 0, mode, &best, &best_sim, err);
-        if (s2 == REMAT_OK)
-            lo = mid;
-        else if (s2 == REMAT_E_INFEASIBLE)
-            hi = mid;
-        else
-            st = s2;
-    }
-    static const double speedups[] = {1, 1.5, 2, 3, 4};
-    for (size_t k = 0; st == REMAT_OK && k < sizeof speedups / sizeof *speedups; k++) {
-        remat_status s2 = try_cap(&P, o, P.base_cap, speedups[k], mode, &best, &best_sim, err);
-        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
-    }
+    remat_status st = pipeline(&P, o, mode, extra, &best, &best_sim, err);
+    if (st == REMAT_OK && mode == REMAT__POFO_FULL)
+        st = pipeline(&P, o, REMAT__POFO_OFFLOAD_ONLY, extra, &best, &best_sim, err);
     pofo_free(&P);
+    if (st == REMAT_OK) st = carry_pipeline(c, o, mode, values, &best, &best_sim, err);
+    if (st == REMAT_OK && mode == REMAT__POFO_FULL)
+        st = carry_pipeline(c, o, REMAT__POFO_OFFLOAD_ONLY, values, &best, &best_sim, err);
     if (st != REMAT_OK) {
         remat_schedule_free(best);
         return st;
@@ -572,12 +762,6 @@ remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *
         return remat__fail(err, REMAT_E_INFEASIBLE, "%s: no schedule fits in %llu bytes",
                            o->algorithm == REMAT_ALG_POFO ? "pofo" : "offload-only",
                            (unsigned long long)o->memory);
-    double t = best_sim;
-    remat_status s3 = shift_pres(c, best, o->memory, o->bandwidth, &t, err);
-    if (s3 != REMAT_OK) {
-        remat_schedule_free(best);
-        return s3;
-    }
     /* time: the DP's prediction for a strict plan (>= its simulated time), the
      * simulated time for a repaired relaxed one */
     best->memory_limit = o->memory;
