@@ -69,8 +69,8 @@ figures: all
 	/usr/bin/python3 bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
 
 demo: all
-	./$(BUILD)/remat info examples/resnet18-like.json
-	./$(BUILD)/remat curve examples/resnet18-like.json --points 12
+	./$(BUILD)/remat info examples/resnet101-b16-500.json
+	./$(BUILD)/remat curve examples/resnet101-b16-500.json --points 12
 
 deps:
 	sh scripts/deps.sh
@@ -88,5 +88,21 @@ install: all
 
 clean:
 	rm -rf build build-asan
+
+# libFuzzer targets (fuzz/fuzz_*.c), built with clang + ASan/UBSan into
+# $(BUILD)/fuzz/ and each run for FUZZ_SECONDS. Not part of `make test`.
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+.PHONY: fuzz fuzz-bins
+fuzz:
+	$(MAKE) CC=clang BUILD=$(BUILD)/fuzz OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins
+	sh fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
+
+fuzz-bins: $(FUZZ_SRC:fuzz/%.c=$(BUILD)/%)
+
+$(BUILD)/fuzz_%: fuzz/fuzz_%.c $(BUILD)/libremat.a
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libremat.a $(LDLIBS_ALL)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -4,6 +4,7 @@
  * uniform-cost / uniform-memory ablations. Prints a markdown table.
  * Usage: bench_revolve [--quick] [CHAIN.json]. Falls back to a random
  * 120-stage chain with realistic sizes when the file cannot be loaded. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,186 @@ static int row(const remat_chain *c, uint64_t memory, uint64_t bucket, remat_rev
     return !ok;
 }
 
+/* ---- baseline: the thesis' DP written plainly ----
+ *
+ * The same recurrence as src/solvers/revolve.c (docs/revolve.md: actions k,
+ * the quadratic fallback when no action fits, the same bucket rounding), coded
+ * the way the thesis describes it: one thread, a double table of
+ * (n+1) x (n+1) x (M+1) entries allocated up front and filled for every budget
+ * from 0, loops i down, j up, m, then k, no bounds, no clamping, no SIMD.
+ * Feasibility of a child is "its entry is finite". Measurement code only. */
+typedef struct rb_dp {
+    size_t n;
+    int64_t M;
+    uint64_t bucket;
+    uint64_t *a, *abar, *d, *fo, *bo; /* [n+1] bytes */
+    int64_t *ab, *sweep;              /* [n+1] a[k] in buckets, scratch */
+    double *fwd, *bwd, *pf;           /* [n+1] */
+    double *tab;                      /* [i][j][m] */
+} rb_dp;
+
+static int64_t rb_buckets(uint64_t bytes, uint64_t bucket) {
+    return (int64_t)(bytes / bucket + (bytes % bucket != 0));
+}
+
+static double *rb_at(const rb_dp *b, size_t i, size_t j, int64_t m) {
+    return &b->tab[(i * (b->n + 1) + j) * (size_t)(b->M + 1) + (size_t)m];
+}
+
+static uint64_t rb_max(uint64_t x, uint64_t y) { return x > y ? x : y; }
+
+/* Bytes beside the held values for the forward of stage l in a sweep from a[i]. */
+static uint64_t rb_fwd_step(const rb_dp *b, size_t i, size_t l) {
+    return (l == i + 1 ? 0 : b->a[l - 1]) + b->a[l] + b->fo[l];
+}
+
+/* "Fall t, B t" with d[t] and h bytes of a[t-1] held. */
+static uint64_t rb_back_step(const rb_dp *b, size_t t, uint64_t h) {
+    return b->d[t] + h + b->abar[t] + rb_max(b->fo[t], b->d[t - 1] + b->bo[t]);
+}
+
+/* The quadratic plan of (i, j): for t = j .. i+1, sweep from a[i] to t-1, Fall t, B t. */
+static void rb_quadratic(const rb_dp *b, size_t i, size_t j, int64_t *need, double *time) {
+    uint64_t peak = 0;
+    double cost = 0;
+    for (size_t t = i + 1; t <= j; t++) {
+        for (size_t l = i + 1; l < t; l++) peak = rb_max(peak, b->d[t] + rb_fwd_step(b, i, l));
+        peak = rb_max(peak, rb_back_step(b, t, t - 1 > i ? b->a[t - 1] : 0));
+        cost += (b->pf[t - 1] - b->pf[i]) + b->fwd[t] + b->bwd[t];
+    }
+    *need = rb_buckets(peak, b->bucket);
+    *time = cost;
+}
+
+static void rb_free(rb_dp *b) {
+    free(b->a); free(b->abar); free(b->d); free(b->fo); free(b->bo);
+    free(b->fwd); free(b->bwd); free(b->pf); free(b->tab); free(b->ab); free(b->sweep);
+}
+
+/* Fills the table for c at `memory` with `bucket`-byte buckets; 0 on success. */
+static int rb_solve(const remat_chain *c, uint64_t memory, uint64_t bucket, rb_dp *b) {
+    size_t n = c->n, n1 = n + 1;
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->bucket = bucket;
+    b->M = (int64_t)((memory - remat_chain_a_bytes(c, 0)) / bucket);
+    uint64_t **u[5] = {&b->a, &b->abar, &b->d, &b->fo, &b->bo};
+    for (int k = 0; k < 5; k++) *u[k] = calloc(n1, sizeof(uint64_t));
+    double **v[3] = {&b->fwd, &b->bwd, &b->pf};
+    for (int k = 0; k < 3; k++) *v[k] = calloc(n1, sizeof(double));
+    b->ab = calloc(n1, sizeof(int64_t));
+    b->sweep = calloc(n1, sizeof(int64_t));
+    b->tab = malloc(n1 * n1 * (size_t)(b->M + 1) * sizeof(double));
+    if (!b->a || !b->abar || !b->d || !b->fo || !b->bo || !b->fwd || !b->bwd || !b->pf ||
+        !b->tab || !b->ab || !b->sweep)
+        return 1;
+    for (size_t l = 0; l <= n; l++) {
+        b->a[l] = remat_chain_a_bytes(c, l);
+        b->ab[l] = rb_buckets(b->a[l], bucket);
+        b->d[l] = remat_chain_d_bytes(c, l);
+        if (l == 0) continue;
+        const remat_stage *st = &c->stages[l - 1];
+        b->abar[l] = st->saved_bytes;
+        b->fo[l] = st->fwd_overhead;
+        b->bo[l] = st->bwd_overhead;
+        b->fwd[l] = st->fwd_time;
+        b->bwd[l] = st->bwd_time;
+        b->pf[l] = b->pf[l - 1] + b->fwd[l];
+    }
+    for (size_t i = n; i-- > 0;)
+        for (size_t j = i + 1; j <= n; j++) {
+            int64_t qneed;
+            double qtime;
+            rb_quadratic(b, i, j, &qneed, &qtime);
+            uint64_t fmax = 0; /* the sweep's need up to each k, in buckets */
+            for (size_t k = i + 1; k < j; k++) {
+                fmax = rb_max(fmax, rb_fwd_step(b, i, k));
+                b->sweep[k] = rb_buckets(b->d[j] + fmax, bucket);
+            }
+            for (int64_t m = 0; m <= b->M; m++) {
+                double best = INFINITY;
+                for (size_t k = i + 1; k < j; k++) {
+                    int64_t ab = b->ab[k];
+                    if (m < b->sweep[k] || m < ab) continue;
+                    double cost = ((b->pf[k] - b->pf[i]) + *rb_at(b, k, j, m - ab)) +
+                                  *rb_at(b, i, k, m);
+                    if (cost < best) best = cost;
+                }
+                if (best == INFINITY && m >= qneed) best = qtime; /* no action fits */
+                *rb_at(b, i, j, m) = best;
+            }
+        }
+    return 0;
+}
+
+/* The library (all cores) against the baseline, in this process. */
+static int baseline_row(const remat_chain *c, uint64_t memory, uint64_t bucket) {
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.algorithm = REMAT_ALG_REVOLVE;
+    o.memory = memory;
+    o.bucket_bytes = bucket;
+    remat_schedule *s = NULL;
+    remat__revolve_stats st;
+    remat_error e;
+    double t0 = now();
+    remat_status rc = remat__revolve_solve_stats(c, &o, &s, &st, &e);
+    double t1 = now();
+    remat_schedule_free(s);
+    if (rc != REMAT_OK) {
+        printf("| %.0f | %.0f | - | - | - | - | %s |\n", (double)memory / (1 << 20),
+               (double)bucket / (1 << 20), e.message);
+        return 1;
+    }
+    rb_dp b;
+    double t2 = now();
+    int bad = rb_solve(c, memory, bucket, &b);
+    double t3 = now();
+    double want = bad ? NAN : *rb_at(&b, 0, c->n, b.M);
+    double mib = (double)(c->n + 1) * (double)(c->n + 1) * (double)(b.M + 1) * 8 / (1 << 20);
+    rb_free(&b);
+    int ok = !bad && fabs(want - st.dp_cost) <= 1e-9 * fabs(want);
+    printf("| %.0f | %.0f | %lld | %.2f | %.0f | %.3f | %.0f | %s |\n",
+           (double)memory / (1 << 20), (double)bucket / (1 << 20), (long long)st.buckets, t3 - t2,
+           mib, t1 - t0, (t3 - t2) / (t1 - t0), ok ? "ok" : "MISMATCH");
+    if (!ok)
+        fprintf(stderr, "bench_revolve: *** baseline %.9g, library %.9g ***\n", want, st.dp_cost);
+    fflush(stdout);
+    return !ok;
+}
+
+/* The library with 1 thread against all cores, best of `reps`; the DP's cost
+ * must not change. */
+static int threads_row(const remat_chain *c, uint64_t memory, uint64_t bucket, int reps) {
+    double best[2] = {INFINITY, INFINITY}, cost[2] = {0, 0};
+    unsigned used = 0;
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < 2; k++) {
+            remat_solve_options o;
+            remat_solve_options_init(&o);
+            o.algorithm = REMAT_ALG_REVOLVE;
+            o.memory = memory;
+            o.bucket_bytes = bucket;
+            o.threads = k == 0 ? 1 : 0;
+            remat_schedule *s = NULL;
+            remat__revolve_stats st;
+            double t0 = now();
+            remat_status rc = remat__revolve_solve_stats(c, &o, &s, &st, NULL);
+            double dt = now() - t0;
+            remat_schedule_free(s);
+            if (rc != REMAT_OK) return 1;
+            if (dt < best[k]) best[k] = dt;
+            cost[k] = st.dp_cost;
+            if (k == 1) used = st.threads;
+        }
+    int same = cost[0] == cost[1];
+    printf("| %.0f | %.0f | %.3f | %.3f (%u) | %.2f | %s |\n", (double)memory / (1 << 20),
+           (double)bucket / (1 << 20), best[0], best[1], used, best[0] / best[1],
+           same ? "same" : "DIFFERENT");
+    fflush(stdout);
+    return !same;
+}
+
 int main(int argc, char **argv) {
     int quick = 0;
     const char *path = "examples/densenet121-thesis.json";
@@ -131,6 +312,18 @@ int main(int argc, char **argv) {
     static const unsigned gib4[] = {6, 8, 12, 16, 24}; /* quarter GiB */
     for (size_t k = quick ? 3 : 0; k < sizeof gib4 / sizeof *gib4; k++)
         bad |= row(c, (uint64_t)gib4[k] << 28, (uint64_t)1 << 20, REMAT_REVOLVE_PRECISE);
+    printf("\n### 1 thread against all cores (precise, best of 2, one process)\n\n");
+    printf("| memory MiB | bucket MiB | 1 thread s | all cores s (threads) | ratio x | DP cost |\n");
+    printf("| --- | --- | --- | --- | --- | --- |\n");
+    bad |= threads_row(c, memory, (uint64_t)(quick ? 5 : 1) << 20, 2);
+    printf("\n### Against a plain baseline of the same DP (precise, one process)\n\n");
+    printf("The baseline (in this file) fills a double table of (n+1) x (n+1) x (M+1) for "
+           "every budget, one thread, no bounds or vectors. C(0, n, M) must agree to 1e-9.\n\n");
+    printf("| memory MiB | bucket MiB | buckets | baseline s | baseline table MiB | remat s | "
+           "speedup x | check |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    bad |= baseline_row(c, memory, (uint64_t)(quick ? 25 : 10) << 20);
+    bad |= baseline_row(c, (uint64_t)3 << 30, (uint64_t)(quick ? 25 : 10) << 20);
     printf("\nbuckets: the budget beside the input; table: cost entries stored; DP cells: "
            "(i, j, k, m) candidates. time: the schedule's simulated time (store-all: %.1f). "
            "Threads: all online cores; solve s is wall-clock on a shared machine.\n", store_time);

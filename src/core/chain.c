@@ -50,6 +50,20 @@ remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t
     return REMAT_OK;
 }
 
+/* Every byte count the simulator and the solvers add up (values held, plus
+ * overheads, plus a limit below 2^53) stays below this sum; capping it at 2^62
+ * keeps all of that arithmetic inside 64 bits without checks on each add. */
+static int total_fits(uint64_t input_bytes, uint64_t input_grad_bytes, const remat_stage *stages,
+                      size_t n) {
+    const uint64_t cap = (uint64_t)1 << 62;
+    uint64_t total = input_bytes + input_grad_bytes; /* each < 2^53 */
+    for (size_t i = 0; i < n && total < cap; i++) {
+        const remat_stage *s = &stages[i];
+        total += s->saved_bytes + s->grad_bytes + s->fwd_overhead + s->bwd_overhead;
+    }
+    return total < cap;
+}
+
 remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t input_grad_bytes,
                                 const remat_stage *stages, size_t n, remat_chain **out,
                                 remat_error *err) {
@@ -78,6 +92,8 @@ remat_status remat__chain_create_src(const char *src, const char *name, uint64_t
                      "%s: input_grad_bytes: size %llu is 2^53 or more", src,
                      (unsigned long long)input_grad_bytes);
     for (size_t i = 0; i < n; i++) REMAT__FORWARD(remat__stage_validate(&stages[i], src, i, err));
+    REMAT__RETURN_IF(!total_fits(input_bytes, input_grad_bytes, stages, n), err, REMAT_E_INPUT,
+                     "%s: stages: the sizes add up to 2^62 bytes or more", src);
 
     remat_chain *c = calloc(1, sizeof *c);
     remat_stage *st = remat__calloc(n, sizeof *st);

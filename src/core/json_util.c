@@ -175,6 +175,10 @@ remat_status remat__json_string(const cJSON *obj, const char *key, const char *s
 }
 
 void remat__json_number(remat__buf *b, double v) {
+    if (!isfinite(v)) { /* JSON has no infinity: a sum past DBL_MAX is written as null */
+        remat__buf_printf(b, "null");
+        return;
+    }
     char text[40];
     for (int p = 15; p <= 17; p++) {
         snprintf(text, sizeof text, "%.*g", p, v);

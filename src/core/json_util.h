@@ -38,7 +38,8 @@ remat_status remat__json_string(const cJSON *obj, const char *key, const char *s
 /* Name of a JSON value's type for messages ("a string", "an array", ...). */
 const char *remat__json_type_name(const cJSON *v);
 
-/* Appends the shortest of %.15g, %.16g, %.17g that reads back as v (finite v). */
+/* Appends the shortest of %.15g, %.16g, %.17g that reads back as v; null when
+ * v is not finite (JSON has no infinity). */
 void remat__json_number(remat__buf *b, double v);
 
 #endif

@@ -13,6 +13,7 @@ remat_status remat_schedule_new(const char *algorithm, remat_schedule **out, rem
 }
 
 remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err) {
+    REMAT__RETURN_IF(!s, err, REMAT_E_INPUT, "remat_schedule_push: schedule is NULL");
     if (s->n_ops == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 64;
         remat_op *nd = NULL;
@@ -60,6 +61,7 @@ static int parse_index(const char *p, const char **end, uint32_t *out) {
 }
 
 remat_status remat_op_parse(const char *text, remat_op *out, remat_error *err) {
+    REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "remat_op_parse: NULL argument");
     const char *sp = strchr(text, ' ');
     REMAT__RETURN_IF(!sp, err, REMAT_E_INPUT, "op \"%.40s\": expected \"KIND ARG\"", text);
     size_t klen = (size_t)(sp - text);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json_util.h"
 #include "sim_core.h"
 
 remat_status remat__sim_state_init(const remat_chain *c, remat__sim_state *st, remat_error *err) {
@@ -36,7 +37,7 @@ static uint64_t held_bytes(const remat_chain *c, size_t i, uint8_t h) {
     return 0;
 }
 
-/* Sizes stay below 2^53 and n below 2^17, so sums of held values fit in 64 bits. */
+/* The chain validator caps the sum of all sizes below 2^62, so these sums fit. */
 static int apply_forward(const remat_chain *c, remat__sim_state *st, remat_op op,
                          uint64_t *during, double *time, char *reason, size_t reason_cap) {
     uint32_t i = op.index;
@@ -212,10 +213,12 @@ void remat__buf_json_string(remat__buf *b, const char *s) {
 }
 
 remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err) {
+    REMAT__RETURN_IF(!r || !out, err, REMAT_E_INPUT, "remat_sim_result_to_json: NULL argument");
     remat__buf b = {0};
     if (r->valid) {
-        remat__buf_printf(&b, "{\"valid\": true, \"time\": %.17g, \"peak_bytes\": %llu", r->time,
-                          (unsigned long long)r->peak_bytes);
+        remat__buf_printf(&b, "{\"valid\": true, \"time\": ");
+        remat__json_number(&b, r->time);
+        remat__buf_printf(&b, ", \"peak_bytes\": %llu", (unsigned long long)r->peak_bytes);
     } else {
         remat__buf_printf(&b, "{\"valid\": false, \"op_index\": %zu, \"op\": \"", r->fail_op);
         remat__buf_json_string(&b, r->fail_op_text);
@@ -224,17 +227,27 @@ remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, rem
         remat__buf_printf(&b, "\"");
     }
     if (r->events || r->mem_points) {
-        remat__buf_printf(&b, ", \"compute_idle\": %.17g, \"d2h_idle\": %.17g, \"h2d_idle\": %.17g",
-                          r->compute_idle, r->d2h_idle, r->h2d_idle);
+        remat__buf_printf(&b, ", \"compute_idle\": ");
+        remat__json_number(&b, r->compute_idle);
+        remat__buf_printf(&b, ", \"d2h_idle\": ");
+        remat__json_number(&b, r->d2h_idle);
+        remat__buf_printf(&b, ", \"h2d_idle\": ");
+        remat__json_number(&b, r->h2d_idle);
         remat__buf_printf(&b, ", \"events\": [");
-        for (size_t k = 0; k < r->n_events; k++)
-            remat__buf_printf(&b, "%s{\"op\": %zu, \"lane\": %d, \"start\": %.17g, \"end\": %.17g}",
-                              k ? ", " : "", r->events[k].op, r->events[k].lane,
-                              r->events[k].start, r->events[k].end);
+        for (size_t k = 0; k < r->n_events; k++) {
+            remat__buf_printf(&b, "%s{\"op\": %zu, \"lane\": %d, \"start\": ", k ? ", " : "",
+                              r->events[k].op, r->events[k].lane);
+            remat__json_number(&b, r->events[k].start);
+            remat__buf_printf(&b, ", \"end\": ");
+            remat__json_number(&b, r->events[k].end);
+            remat__buf_printf(&b, "}");
+        }
         remat__buf_printf(&b, "], \"memory\": [");
-        for (size_t k = 0; k < r->n_mem_points; k++)
-            remat__buf_printf(&b, "%s[%.17g, %llu]", k ? ", " : "", r->mem_points[k].time,
-                              (unsigned long long)r->mem_points[k].bytes);
+        for (size_t k = 0; k < r->n_mem_points; k++) {
+            remat__buf_printf(&b, "%s[", k ? ", " : "");
+            remat__json_number(&b, r->mem_points[k].time);
+            remat__buf_printf(&b, ", %llu]", (unsigned long long)r->mem_points[k].bytes);
+        }
         remat__buf_printf(&b, "]");
     }
     remat__buf_printf(&b, "}\n");

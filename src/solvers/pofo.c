@@ -56,6 +56,7 @@ typedef struct pofo {
     uint32_t base_cap;  /* units within the limit itself */
     /* carry mode (dF carried across segments, see oc_carry()): */
     int carry;
+    int carry_b;        /* dB may be carried into the next segment (see oc_cell()) */
     size_t FK;          /* dF levels (1 when not carrying) */
     uint64_t fq;        /* bytes per dF level */
     int has_last;       /* emission: the last offload issued, for Waits */
@@ -156,18 +157,21 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
         goto done;
     }
     int max_off = P->mode != REMAT__POFO_REMAT_ONLY && P->bw > 0 ? 1 : 0;
-    for (int off = 0; off <= max_off; off++) {
-        size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0;
+    for (int pc = 0; pc <= 2 * max_off + 1; pc++) {
+        int off = pc & 1, push = pc >> 1; /* push: dB carried into the next segment */
+        if (push && !(b && P->carry_b)) continue;
+        size_t a2 = a + (off ? 0 : ui), b2 = (off ? ui : 0) + (push ? b : 0);
         double copy = off ? (double)in / P->bw : 0;
+        int32_t flags = push << 3 | off << 1;
         /* Fall i: the next segment's input is abar[i]. */
         if (AB(P, i) + si->fwd_overhead <= ff &&
             AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
             double sub = oc_value(P, i + 1, 1, a2, b2, 0);
             double t = si->fwd_time + (copy > si->fwd_time ? copy - si->fwd_time : 0) + sub +
-                       si->bwd_time + prefetch_idle(P, b, si->bwd_time);
+                       si->bwd_time + (push ? 0 : prefetch_idle(P, b, si->bwd_time));
             if (t < best) {
                 best = t;
-                choice = off << 1;
+                choice = flags;
             }
         }
         if (P->mode == REMAT__POFO_OFFLOAD_ONLY) continue;
@@ -184,10 +188,11 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
             double cb = P->ctab[cidx(P, i, j, mb)];
             if (!(cb < INFINITY)) continue;
             double sub = oc_value(P, j + 1, 0, a2, b2, 0);
-            double t = fsum + (copy > fsum ? copy - fsum : 0) + sub + cb + prefetch_idle(P, b, cb);
+            double t = fsum + (copy > fsum ? copy - fsum : 0) + sub + cb +
+                       (push ? 0 : prefetch_idle(P, b, cb));
             if (t < best) {
                 best = t;
-                choice = (int32_t)((j - i) << 3 | (size_t)off << 1 | 1);
+                choice = (int32_t)((j - i) << 4) | flags | 1;
             }
         }
     }
@@ -236,15 +241,18 @@ static void oc_carry(pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
         if (a + ui + fu > P->cap) continue;
         double idle = drain ? drain_time(P, f) : 0;
         uint64_t ff = (P->cap - a - ui - fu) * P->q;
-        for (int off = 0; off <= max_off; off++) {
-            size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0;
+        for (int pc = 0; pc <= 2 * max_off + 1; pc++) {
+            int off = pc & 1, push = pc >> 1; /* push: dB carried into the next segment */
+            if (push && !(b && P->carry_b)) continue;
+            size_t a2 = a + (off ? 0 : ui), b2 = (off ? ui : 0) + (push ? b : 0);
             double pend = (double)fbytes + (off ? (double)in : 0);
-            int32_t flags = drain << 2 | off << 1;
+            int32_t flags = push << 3 | drain << 2 | off << 1;
             if (AB(P, i) + si->fwd_overhead <= ff &&
                 AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
                 size_t f2 = f_after(P, pend, si->fwd_time);
                 double sub = f2 < P->FK ? oc_value(P, i + 1, 1, a2, b2, f2) : INFINITY;
-                double t = idle + si->fwd_time + sub + si->bwd_time + prefetch_idle(P, b, si->bwd_time);
+                double t = idle + si->fwd_time + sub + si->bwd_time +
+                           (push ? 0 : prefetch_idle(P, b, si->bwd_time));
                 if (t < best) {
                     best = t;
                     choice = flags;
@@ -264,10 +272,11 @@ static void oc_carry(pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
                 if (!(cb < INFINITY)) continue;
                 size_t f2 = f_after(P, pend, fsum);
                 if (f2 >= P->FK) continue;
-                double t = idle + fsum + oc_value(P, j + 1, 0, a2, b2, f2) + cb + prefetch_idle(P, b, cb);
+                double t = idle + fsum + oc_value(P, j + 1, 0, a2, b2, f2) + cb +
+                           (push ? 0 : prefetch_idle(P, b, cb));
                 if (t < best) {
                     best = t;
-                    choice = (int32_t)((j - i) << 3) | flags | 1;
+                    choice = (int32_t)((j - i) << 4) | flags | 1;
                 }
             }
         }
@@ -325,21 +334,36 @@ static remat_status wait_all(pofo *P, remat_error *err) {
     return P->has_last ? vop(P, REMAT_OP_WAIT, P->last_x, P->last_i, err) : REMAT_OK;
 }
 
-/* prev_x/prev_i name the previous segment's input when b > 0. */
-static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, size_t f, int prev_x,
-                            size_t prev_i, remat_error *err) {
+/* The offloaded inputs a segment's backward prefetches (its dB), the one
+ * needed first at the head: a list through the emission's call stack. */
+typedef struct pending {
+    int x;
+    size_t idx;
+    const struct pending *next;
+} pending;
+
+static remat_status pre_all(pofo *P, const pending *pl, remat_error *err) {
+    for (; pl; pl = pl->next) REMAT__FORWARD(vop(P, REMAT_OP_PRE, pl->x, pl->idx, err));
+    return REMAT_OK;
+}
+
+/* pl lists the values in b (their units add up to b). */
+static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, size_t f,
+                            const pending *pl, remat_error *err) {
     int32_t ch = P->ochoice[oidx(P, i, x, a, b, f)];
     REMAT__RETURN_IF(ch < 0, err, REMAT_E_INTERNAL, "pofo: broken table at stage %zu", i);
     if (i == P->n) {
         if (P->carry) REMAT__FORWARD(wait_all(P, err));
         REMAT__FORWARD(op(P, REMAT_OP_FALL, i, err));
-        if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
+        REMAT__FORWARD(pre_all(P, pl, err));
         return op(P, REMAT_OP_B, i, err);
     }
-    int fck = ch & 1, off = (ch >> 1) & 1, drain = (ch >> 2) & 1;
-    size_t j = i + (size_t)(ch >> 3);
+    int fck = ch & 1, off = (ch >> 1) & 1, drain = (ch >> 2) & 1, push = (ch >> 3) & 1;
+    size_t j = i + (size_t)(ch >> 4);
     uint64_t in = input_bytes(P, i, x), ui = units(P, in);
-    size_t a2 = a + (off ? 0 : ui), b2 = off ? ui : 0, f2 = 0;
+    size_t a2 = a + (off ? 0 : ui), b2 = (off ? ui : 0) + (push ? b : 0), f2 = 0;
+    pending mine = {x, i - 1, push ? pl : NULL};
+    const pending *child = off ? &mine : push ? pl : NULL;
     if (drain) REMAT__FORWARD(wait_all(P, err));
     if (off) REMAT__FORWARD(vop(P, REMAT_OP_OFF, x, i - 1, err));
     if (off) {
@@ -356,9 +380,9 @@ static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, size_t
         double pend = (double)(drain ? 0 : (uint64_t)f * P->fq) + (off ? (double)in : 0);
         f2 = f_after(P, pend, span);
     }
-    REMAT__FORWARD(emit_oc(P, j + 1, !fck, a2, b2, f2, x, i - 1, err));
+    REMAT__FORWARD(emit_oc(P, j + 1, !fck, a2, b2, f2, child, err));
     if (off) REMAT__FORWARD(vop(P, REMAT_OP_WAIT, x, i - 1, err));
-    if (b) REMAT__FORWARD(vop(P, REMAT_OP_PRE, prev_x, prev_i, err));
+    if (!push) REMAT__FORWARD(pre_all(P, pl, err));
     if (!fck) return op(P, REMAT_OP_B, i, err);
     return emit_c(P, i, j, P->cap - a - ui - b, err);
 }
@@ -441,7 +465,7 @@ static remat_status ctx_init(pofo *P, const remat_chain *c, uint64_t memory, uin
 
 /* One DP run with `cap` units (<= base_cap + extra of ctx_init). */
 static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode mode, int relaxed,
-                            remat_schedule **out, remat_error *err) {
+                            int carry_b, remat_schedule **out, remat_error *err) {
     *out = NULL;
     P->cap = cap;
     REMAT__RETURN_IF(!(bw >= 0) || !isfinite(bw), err, REMAT_E_INPUT,
@@ -449,6 +473,7 @@ static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode m
     P->bw = bw;
     P->mode = mode;
     P->relaxed = relaxed;
+    P->carry_b = carry_b;
     P->s = NULL;
     P->has_last = 0;
     reset_oc(P);
@@ -457,7 +482,7 @@ static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode m
                      "pofo: no schedule fits in %llu bytes with %u memory values",
                      (unsigned long long)(P->q * P->cap), P->cap);
     REMAT__FORWARD(remat_schedule_new("pofo", &P->s, err));
-    remat_status st = emit_oc(P, 1, 0, 0, 0, 0, 0, 0, err);
+    remat_status st = emit_oc(P, 1, 0, 0, 0, 0, NULL, err);
     if (st != REMAT_OK) {
         remat_schedule_free(P->s);
         P->s = NULL;
@@ -475,7 +500,7 @@ static remat_status plan(const remat_chain *c, uint64_t memory, uint32_t values,
     *out = NULL;
     pofo P;
     REMAT__FORWARD(ctx_init(&P, c, memory, values, 0, 1, max_work_bytes, err));
-    remat_status st = ctx_run(&P, P.base_cap, bw, mode, relaxed, out, err);
+    remat_status st = ctx_run(&P, P.base_cap, bw, mode, relaxed, 1, out, err);
     if (st == REMAT_OK) (*out)->memory_limit = memory;
     pofo_free(&P);
     return st;
@@ -616,12 +641,13 @@ static remat_status keep_if_better(const remat_chain *c, const remat_solve_optio
 
 /* Runs the DP with `cap` units and keeps the plan when it fits and is faster. */
 static remat_status try_cap(pofo *P, const remat_solve_options *o, uint32_t cap, double speedup,
-                            remat__pofo_mode mode, remat_schedule **best, double *best_sim,
-                            remat_error *err) {
+                            remat__pofo_mode mode, int carry_b, remat_schedule **best,
+                            double *best_sim, remat_error *err) {
     remat_schedule *s = NULL;
     remat_error e;
     int relaxed = speedup != 0;
-    remat_status st = ctx_run(P, cap, o->bandwidth * (relaxed ? speedup : 1), mode, relaxed, &s, &e);
+    remat_status st =
+        ctx_run(P, cap, o->bandwidth * (relaxed ? speedup : 1), mode, relaxed, carry_b, &s, &e);
     double t = 0;
     if (st == REMAT_OK && relaxed) st = repair(P->c, s, o->memory, o->bandwidth, &t, &e);
     if (st != REMAT_OK) {
@@ -642,12 +668,13 @@ static remat_status pipeline(pofo *P, const remat_solve_options *o, remat__pofo_
                              remat_error *err) {
     remat_schedule *mine = NULL;
     double mine_sim = 0;
-    remat_status st = try_cap(P, o, P->base_cap, 0, mode, &mine, &mine_sim, err);
+    int db = !(P->flags & REMAT__POFO_NO_DB_CARRY);
+    remat_status st = try_cap(P, o, P->base_cap, 0, mode, db, &mine, &mine_sim, err);
     if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
     uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
     while (st == REMAT_OK && hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, &mine, &mine_sim, err);
+        remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, db, &mine, &mine_sim, err);
         if (s2 == REMAT_OK)
             lo = mid;
         else if (s2 == REMAT_E_INFEASIBLE)
@@ -656,8 +683,12 @@ static remat_status pipeline(pofo *P, const remat_solve_options *o, remat__pofo_
             st = s2;
     }
     static const double speedups[] = {1, 1.5, 2, 3, 4};
-    for (size_t k = 0; st == REMAT_OK && k < sizeof speedups / sizeof *speedups; k++) {
-        remat_status s2 = try_cap(P, o, P->base_cap, speedups[k], mode, &mine, &mine_sim, err);
+    /* relaxed plans with dB carried hold prefetched memory longer, which
+     * repair() cannot undo: try them both ways */
+    for (size_t k = 0; st == REMAT_OK && k < 2 * (sizeof speedups / sizeof *speedups); k++) {
+        if ((k & 1) && !db) continue;
+        remat_status s2 = try_cap(P, o, P->base_cap, speedups[k / 2], mode, (int)(k & 1), &mine,
+                                  &mine_sim, err);
         if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
     }
     if (st == REMAT_OK && mine) st = shift_pres(P->c, mine, o->memory, o->bandwidth, &mine_sim, err);
@@ -694,7 +725,8 @@ static remat_status carry_pipeline(const remat_chain *c, const remat_solve_optio
     remat_schedule *mine = NULL;
     double mine_sim = 0;
     for (uint32_t k = 0; st == REMAT_OK && k <= 4; k++) {
-        remat_status s2 = try_cap(&P, o, P.base_cap + extra * k / 4, 1, mode, &mine, &mine_sim, err);
+        remat_status s2 =
+            try_cap(&P, o, P.base_cap + extra * k / 4, 1, mode, 0, &mine, &mine_sim, err);
         if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
     }
     pofo_free(&P);

@@ -15,6 +15,8 @@ const char *remat_algorithm_name(remat_algorithm a) {
 }
 
 remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat_error *err) {
+    remat__clear(err);
+    REMAT__RETURN_IF(!name || !out, err, REMAT_E_INPUT, "remat_algorithm_parse: NULL argument");
     for (int a = 0; a < REMAT_ALG_COUNT_; a++)
         if (strcmp(name, alg_names[a]) == 0) {
             *out = (remat_algorithm)a;
@@ -145,6 +147,7 @@ static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint6
 remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
                                   remat_error *err) {
     remat__clear(err);
+    REMAT__RETURN_IF(!c, err, REMAT_E_INPUT, "remat_store_all_cost: chain is NULL");
     remat_solve_options o;
     remat_solve_options_init(&o);
     o.memory = REMAT_MAX_BYTES - 1;
@@ -161,6 +164,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     remat_error local;
     if (!err) err = &local;
     remat__clear(err);
+    REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(check_options(o, err));
     uint64_t hi;
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));

@@ -1,0 +1,84 @@
+/* libFuzzer target: remat-chain-1 parsing, the JSON round trip and size text.
+ * Fuzzers may abort on a broken property; the library itself must not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat/remat.h"
+
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                         \
+        }                                                                    \
+    } while (0)
+
+static void check_error(remat_status st, const remat_error *e) {
+    CHECK(st != REMAT_OK);
+    CHECK(e->status == st);
+    CHECK(e->message[0] != '\0');
+    CHECK(memchr(e->message, '\0', sizeof e->message) != NULL);
+}
+
+static int same_chain(const remat_chain *a, const remat_chain *b) {
+    if (strcmp(a->name, b->name) || strcmp(a->time_unit, b->time_unit)) return 0;
+    if (a->input_bytes != b->input_bytes || a->input_grad_bytes != b->input_grad_bytes) return 0;
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const remat_stage *x = &a->stages[i], *y = &b->stages[i];
+        if (strcmp(x->name, y->name) || x->fwd_time != y->fwd_time ||
+            x->bwd_time != y->bwd_time || x->out_bytes != y->out_bytes ||
+            x->saved_bytes != y->saved_bytes || x->grad_bytes != y->grad_bytes ||
+            x->fwd_overhead != y->fwd_overhead || x->bwd_overhead != y->bwd_overhead)
+            return 0;
+    }
+    return 1;
+}
+
+static void fuzz_size(const uint8_t *data, size_t size) {
+    char text[64];
+    size_t n = size < sizeof text - 1 ? size : sizeof text - 1;
+    memcpy(text, data, n);
+    text[n] = '\0';
+    uint64_t v = 0;
+    remat_error e;
+    remat_status st = remat_parse_size(text, &v, &e);
+    if (st == REMAT_OK)
+        CHECK(v < REMAT_MAX_BYTES);
+    else
+        check_error(st, &e);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fuzz_size(data, size);
+
+    remat_chain *c = NULL;
+    remat_error e;
+    remat_status st = remat_chain_from_json((const char *)data, size, "<fuzz>", &c, &e);
+    if (st != REMAT_OK) {
+        check_error(st, &e);
+        CHECK(c == NULL);
+        return 0;
+    }
+    CHECK(c && c->n >= 1);
+
+    char *text = NULL;
+    st = remat_chain_to_json(c, &text, &e);
+    CHECK(st == REMAT_OK);
+    remat_chain *c2 = NULL;
+    st = remat_chain_from_json(text, strlen(text), "<round-trip>", &c2, &e);
+    if (st != REMAT_OK) fprintf(stderr, "round trip: %s\n", e.message);
+    CHECK(st == REMAT_OK);
+    CHECK(same_chain(c, c2));
+
+    uint64_t peak = 0;
+    double time = 0;
+    st = remat_store_all_cost(c, &peak, &time, &e);
+    if (st != REMAT_OK) check_error(st, &e);
+
+    remat_free(text);
+    remat_chain_free(c2);
+    remat_chain_free(c);
+    return 0;
+}

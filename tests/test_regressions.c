@@ -1,0 +1,155 @@
+/* Regression tests for the fuzzing and robustness review (fuzz/): each case
+ * pins down one bug that was found, so it stays fixed. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+#include "remat/remat.h"
+#include "test.h"
+#include "common/testlib.h"
+
+#define BIG (((uint64_t)1 << 53) - 1)
+
+static remat_stage *big_stages(size_t n) {
+    remat_stage *st = calloc(n, sizeof *st);
+    for (size_t i = 0; st && i < n; i++) {
+        st[i].fwd_time = 1;
+        st[i].bwd_time = 1;
+        st[i].out_bytes = st[i].saved_bytes = st[i].grad_bytes = BIG;
+        st[i].fwd_overhead = st[i].bwd_overhead = BIG;
+    }
+    return st;
+}
+
+/* Sizes below 2^53 each could still add up past 2^64 in the simulator's held
+ * memory (3 values a stage, 10^5 stages): the validator caps the total. */
+static void total_size_overflow_rejected(void) {
+    remat_stage *st = big_stages(200);
+    ASSERT_TRUE(st != NULL);
+    remat_chain *c = NULL;
+    remat_error e;
+    remat_status s = remat_chain_create("big", BIG, BIG, st, 200, &c, &e);
+    free(st);
+    ASSERT_STATUS(s, REMAT_E_INPUT);
+    ASSERT_TRUE(c == NULL);
+    ASSERT_CONTAINS(e.message, "stages: the sizes add up to 2^62");
+}
+
+/* The same through the JSON loader, whose message names the source. */
+static void total_size_overflow_rejected_json(void) {
+    char *text = NULL;
+    size_t cap = 300 * 200 + 256, len = 0;
+    text = malloc(cap);
+    ASSERT_TRUE(text != NULL);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "{\"format\": \"remat-chain-1\", \"input_bytes\": 1, \"stages\": [");
+    for (int i = 0; i < 300; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "%s{\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": %llu, "
+                                "\"saved_bytes\": %llu, \"grad_bytes\": %llu}",
+                                i ? ", " : "", (unsigned long long)BIG, (unsigned long long)BIG,
+                                (unsigned long long)BIG);
+    len += (size_t)snprintf(text + len, cap - len, "]}");
+    remat_chain *c = NULL;
+    remat_error e;
+    remat_status s = remat_chain_from_json(text, len, "big.json", &c, &e);
+    free(text);
+    ASSERT_STATUS(s, REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "big.json: stages: the sizes add up");
+}
+
+/* Just under the cap: 100 stages of 4 sizes near 2^53 are accepted and the
+ * simulator's sums do not wrap (store-all holds a[0] and every abar). */
+static void large_total_simulates_without_wrap(void) {
+    remat_stage *st = big_stages(100);
+    ASSERT_TRUE(st != NULL);
+    remat_chain *c = NULL;
+    remat_error e;
+    remat_status s = remat_chain_create("big", BIG, BIG, st, 100, &c, &e);
+    free(st);
+    ASSERT_STATUS(s, REMAT_OK);
+    remat_schedule *sc = NULL;
+    ASSERT_STATUS(remat_schedule_new("t", &sc, &e), REMAT_OK);
+    for (uint32_t i = 1; i <= 100; i++) {
+        remat_op op = {REMAT_OP_FALL, 0, i};
+        ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
+    }
+    for (uint32_t i = 100; i >= 1; i--) {
+        remat_op op = {REMAT_OP_B, 0, i};
+        ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
+    }
+    remat_sim_result *r = NULL;
+    ASSERT_STATUS(remat_simulate(c, sc, NULL, &r, &e), REMAT_OK);
+    ASSERT_TRUE(r->valid);
+    ASSERT_LE_U64(101 * BIG, r->peak_bytes);
+    ASSERT_LE_U64(r->peak_bytes, 400 * BIG);
+    remat_sim_result_free(r);
+    /* No solver can meet a limit below 2^53 here; it must say so, not wrap. */
+    uint64_t peak = 0;
+    ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, &e), REMAT_E_INFEASIBLE);
+    remat_schedule_free(sc);
+    remat_chain_free(c);
+}
+
+/* Times near DBL_MAX add up to infinity; the result JSON must stay JSON. */
+static void infinite_time_writes_valid_json(void) {
+    remat_stage st[2] = {{.fwd_time = 1e308, .bwd_time = 1e308, .out_bytes = 1, .saved_bytes = 1},
+                         {.fwd_time = 1e308, .bwd_time = 1e308, .out_bytes = 1, .saved_bytes = 1}};
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_OK);
+    remat_schedule *s = NULL;
+    ASSERT_STATUS(remat_schedule_new("t", &s, &e), REMAT_OK);
+    const remat_op ops[] = {{REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 2}, {REMAT_OP_B, 0, 2},
+                            {REMAT_OP_B, 0, 1}};
+    for (size_t k = 0; k < 4; k++) ASSERT_STATUS(remat_schedule_push(s, ops[k], &e), REMAT_OK);
+    for (int timeline = 0; timeline < 2; timeline++) {
+        remat_sim_options o;
+        remat_sim_options_init(&o);
+        o.record_timeline = timeline;
+        o.bandwidth = timeline ? 1e-300 : 0;
+        remat_sim_result *r = NULL;
+        ASSERT_STATUS(remat_simulate(c, s, &o, &r, &e), REMAT_OK);
+        ASSERT_TRUE(r->valid);
+        ASSERT_TRUE(isinf(r->time));
+        char *json = NULL;
+        ASSERT_STATUS(remat_sim_result_to_json(r, &json, &e), REMAT_OK);
+        cJSON *doc = cJSON_Parse(json);
+        ASSERT_TRUE(doc != NULL);
+        ASSERT_TRUE(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(doc, "time")));
+        cJSON_Delete(doc);
+        remat_free(json);
+        remat_sim_result_free(r);
+    }
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
+/* Public entry points reject NULL arguments with REMAT_E_INPUT. */
+static void null_arguments(void) {
+    remat_error e;
+    remat_op op;
+    remat_algorithm a;
+    char *json = NULL;
+    uint64_t m;
+    ASSERT_STATUS(remat_op_parse(NULL, &op, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "remat_op_parse");
+    ASSERT_STATUS(remat_op_parse("Fn 1", NULL, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_schedule_push(NULL, op, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_algorithm_parse(NULL, &a, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_algorithm_parse("optimal", NULL, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_sim_result_to_json(NULL, &json, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_store_all_cost(NULL, &m, NULL, &e), REMAT_E_INPUT);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    ASSERT_STATUS(remat_min_memory(NULL, &o, &m, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "remat_min_memory");
+}
+
+static const test_case cases[] = {
+    {"total_size_overflow_rejected", total_size_overflow_rejected},
+    {"total_size_overflow_rejected_json", total_size_overflow_rejected_json},
+    {"large_total_simulates_without_wrap", large_total_simulates_without_wrap},
+    {"infinite_time_writes_valid_json", infinite_time_writes_valid_json},
+    {"null_arguments", null_arguments},
+};
+TEST_MAIN(cases)
