@@ -24,6 +24,9 @@ void remat__sim_state_free(remat__sim_state *st);
 int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, uint64_t *during,
                      double *time, char *reason, size_t reason_cap);
 
+/* Marks r invalid at op k (k == n_ops: the schedule ended early) with why. */
+void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why);
+
 /* Escapes s as the inside of a JSON string into b. */
 void remat__buf_json_string(remat__buf *b, const char *s);
 

@@ -126,7 +126,7 @@ void remat_sim_result_free(remat_sim_result *r) {
     free(r);
 }
 
-static void set_failure(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why) {
+void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why) {
     r->valid = 0;
     r->fail_op = k;
     if (k < s->n_ops)
@@ -153,7 +153,7 @@ static remat_status simulate_plain(const remat_chain *c, const remat_schedule *s
         uint64_t during;
         double t;
         if (!remat__sim_apply(c, &st, s->ops[k], &during, &t, why, sizeof why)) {
-            set_failure(r, s, k, why);
+            remat__sim_fail(r, s, k, why);
             break;
         }
         r->mem_during[k] = during;
@@ -163,7 +163,7 @@ static remat_status simulate_plain(const remat_chain *c, const remat_schedule *s
     }
     if (r->valid && st.next_b != 0) {
         snprintf(why, sizeof why, "the schedule ends before B %u", st.next_b);
-        set_failure(r, s, s->n_ops, why);
+        remat__sim_fail(r, s, s->n_ops, why);
     }
     remat__sim_state_free(&st);
     return REMAT_OK;

@@ -412,16 +412,6 @@ static remat_status record_events(timed *T, remat_sim_result *r, size_t ops, rem
     return REMAT_OK;
 }
 
-static void fail_at(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why) {
-    r->valid = 0;
-    r->fail_op = k;
-    if (k < s->n_ops)
-        remat_op_format(s->ops[k], r->fail_op_text);
-    else
-        remat__strlcpy(r->fail_op_text, "(end)", sizeof r->fail_op_text);
-    remat__strlcpy(r->reason, why, sizeof r->reason);
-}
-
 static void timed_free(timed *T) {
     remat__sim_state_free(&T->st);
     free(T->cp);
@@ -452,12 +442,12 @@ remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s
     size_t ran = 0;
     for (; ran < s->n_ops; ran++)
         if (!run_op(&T, ran)) {
-            fail_at(r, s, ran, T.why);
+            remat__sim_fail(r, s, ran, T.why);
             break;
         }
     if (r->valid && T.st.next_b != 0) {
         snprintf(T.why, sizeof T.why, "the schedule ends before B %u", T.st.next_b);
-        fail_at(r, s, s->n_ops, T.why);
+        remat__sim_fail(r, s, s->n_ops, T.why);
     }
     int ok = 1;
     while (ok && T.n_pending) ok = release(&T, T.pending[0]);

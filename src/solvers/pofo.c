@@ -57,6 +57,7 @@ typedef struct pofo {
     /* carry mode (dF carried across segments, see oc_carry()): */
     int carry;
     int carry_b;        /* dB may be carried into the next segment (see oc_cell()) */
+    unsigned flags;     /* REMAT__POFO_NO_* */
     size_t FK;          /* dF levels (1 when not carrying) */
     uint64_t fq;        /* bytes per dF level */
     int has_last;       /* emission: the last offload issued, for Waits */
@@ -747,6 +748,11 @@ static remat_status carry_pipeline(const remat_chain *c, const remat_solve_optio
  * M/N and only the number of units changes. */
 remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *o,
                                remat_schedule **out, remat_error *err) {
+    return remat__solve_pofo_flags(c, o, 0, out, err);
+}
+
+remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_options *o,
+                                     unsigned flags, remat_schedule **out, remat_error *err) {
     *out = NULL;
     if (o->algorithm == REMAT_ALG_POFO && o->bandwidth == 0)
         return remat__solve_optimal(c, o, out, err); /* no link: rotor's optimum */
@@ -756,6 +762,7 @@ remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *
     uint32_t extra = (uint32_t)(c->n + 2 < values / 4u + 1 ? c->n + 2 : values / 4u + 1);
     pofo P;
     REMAT__FORWARD(ctx_init(&P, c, o->memory, values, extra, 1, o->max_work_bytes, err));
+    P.flags = flags;
     remat_schedule *best = NULL;
     double best_sim = 0;
     remat_status st = pipeline(&P, o, mode, extra, &best, &best_sim, err);
