@@ -163,12 +163,59 @@ def table(res, xs, xname):
     return "\n".join(lines)
 
 
+def scale_sweep(r, chains, alpha, factors, img):
+    """Slower compute is a faster link: the share of optimal's overhead that
+    pofo removes at 12 GB/s x f (= every time multiplied by f), and the
+    ratio gap / (forward time x link) that says how much of the memory to
+    save the link can move during one forward pass."""
+    rows = {}
+    print("## Scale sweep (alpha = %g): share of optimal's overhead removed by pofo" % alpha)
+    print("| chain | forward ms | gap GB | R = gap / (fwd x 12 GB/s) | " +
+          " | ".join("x%g" % f for f in factors) + " |")
+    print("| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in factors) + " |")
+    for name, path in chains:
+        with open(path) as fh:
+            ch = json.load(fh)
+        fwd = sum(st["fwd_time"] for st in ch["stages"])
+        low, (high, seq) = r.min_memory(path), r.store_all(path)
+        m = memory_at(low, high, alpha)
+        gap = high - m
+        ratio = gap / (fwd * 12 * GB / 1000)
+        opt = r.time(path, "optimal", m, 12)
+        shares = []
+        for f in factors:
+            p = r.time(path, "pofo", m, 12 * f)
+            shares.append(None if p is None or opt - seq < 1e-9 else (opt - p) / (opt - seq))
+        rows[name] = (ratio, shares)
+        print("| %s | %.0f | %.2f | %.2f | %s |" % (
+            name, fwd, gap / GB, ratio,
+            " | ".join("-" if x is None else "%.2f" % x for x in shares)))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, (ratio, shares) in rows.items():
+        xs = [ratio / f for f, x in zip(factors, shares) if x is not None]
+        ys = [x for x in shares if x is not None]
+        ax.plot(xs, ys, "o-", label=name.split("-")[0])
+    ax.axhline(1 / 3, color="gray", ls="--", label="paper: one third")
+    ax.set_xscale("log")
+    ax.set_xlabel("R = (store-all peak - M) / (forward time x link bandwidth)")
+    ax.set_ylabel("share of optimal's overhead removed")
+    ax.set_title("pofo, alpha = %g, link 12 GB/s x f" % alpha)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(img, "pofo_scale.png"), dpi=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--remat", default="build/remat")
     ap.add_argument("--examples", default="examples")
     ap.add_argument("--img", default="docs/img")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scale", action="store_true",
+                    help="only the time-scale (bandwidth) sweep, docs/img/pofo_scale.png")
     args = ap.parse_args()
     chains = [(c, os.path.join(args.examples, c + ".json")) for c in CHAINS]
     chains = [c for c in chains if os.path.exists(c[1])]
@@ -181,6 +228,9 @@ def main():
     os.makedirs(args.img, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         r = Remat(args.remat, tmp)
+        if args.scale:
+            scale_sweep(r, chains, 0.2, [1, 1.5, 2, 3, 4, 6], args.img)
+            return
         f2 = fig2(r, chains, alphas, args.img)
         plot(f2, alphas, "memory ratio alpha", "12 GB/s, M = (1-alpha) M_low + alpha M_high",
              os.path.join(args.img, "pofo_fig2.png"))

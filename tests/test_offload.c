@@ -547,6 +547,50 @@ static void pofo_carry_never_slower(void) {
     fprintf(stderr, "  carry candidates won %d of 8\n", carry_won);
 }
 
+/* dB carried across segments (a prefetch issued during the backward of a
+ * later segment than the next one): valid, and never slower than without. */
+static void pofo_db_carry_never_slower(void) {
+    test_rng rng = {77};
+    int won = 0;
+    for (int t = 0; t < 12; t++) {
+        test_chain_spec sp = {5 + (size_t)(t % 5), 50, 1, 0, 0, 0};
+        remat_chain *c = test_random_chain(&rng, &sp);
+        uint64_t peak;
+        remat_store_all_cost(c, &peak, NULL, NULL);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = REMAT_ALG_POFO;
+        o.memory = peak / (2 + (uint64_t)(t % 3)) + 50;
+        o.bandwidth = 1 + t % 4;
+        o.max_work_bytes = 2u << 20; /* strict and relaxed candidates only */
+        remat_schedule *with = NULL, *without = NULL;
+        remat_error e;
+        remat_status s1 = remat__solve_pofo_flags(c, &o, 0, &with, &e);
+        remat_status s2 = remat__solve_pofo_flags(c, &o, REMAT__POFO_NO_DB_CARRY, &without, &e);
+        ASSERT_STATUS(s1, s2);
+        if (s1 == REMAT_OK) {
+            double tw = check_offload_schedule(c, with, o.memory, o.bandwidth, 1);
+            double tn = check_offload_schedule(c, without, o.memory, o.bandwidth, 1);
+            ASSERT_TRUE(tw >= 0 && tn >= 0);
+            ASSERT_LE_DBL(tw, tn, 1e-9 * tn);
+            won += tw < tn * (1 - 1e-9);
+        }
+        /* the strict plan carries dB: valid, its prediction bounds the simulation */
+        remat_schedule *s = NULL;
+        if (remat__pofo_plan(c, o.memory, 50, o.bandwidth, REMAT__POFO_FULL, 0, &s, &e) ==
+            REMAT_OK) {
+            double ts = check_offload_schedule(c, s, o.memory, o.bandwidth, 0);
+            ASSERT_TRUE(ts >= 0);
+            ASSERT_LE_DBL(ts, s->time, 1e-9 * s->time);
+        }
+        remat_schedule_free(s);
+        remat_schedule_free(with);
+        remat_schedule_free(without);
+        remat_chain_free(c);
+    }
+    fprintf(stderr, "  dB carry won %d of 12\n", won);
+}
+
 static void pofo_too_large_and_infeasible(void) {
     remat_chain *c = small3();
     remat_schedule *s = NULL;
@@ -571,6 +615,7 @@ static const test_case cases[] = {
     {"pofo_vs_optimal_end_to_end", pofo_vs_optimal_end_to_end},
     {"pofo_fast_link_store_all_time", pofo_fast_link_store_all_time},
     {"pofo_carry_never_slower", pofo_carry_never_slower},
+    {"pofo_db_carry_never_slower", pofo_db_carry_never_slower},
     {"pofo_too_large_and_infeasible", pofo_too_large_and_infeasible},
 };
 TEST_MAIN(cases)

@@ -574,6 +574,90 @@ static void t_limits_and_threads(void) {
     remat_chain_free(c);
 }
 
+
+/* The smallest limit by bisection over exact-bytes solves (feasibility is
+ * monotone in exact bytes), for comparing with the min-peak recurrence. */
+static uint64_t bisect_min(const remat_chain *c, uint64_t peak) {
+    uint64_t lo = c->input_bytes ? c->input_bytes - 1 : 0, hi = peak;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        double t;
+        remat_error e;
+        if (solve(c, mid, 0, &t, NULL, 0, &e) == REMAT_OK) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+/* need(1, n): remat_min_memory equals the bisection in exact bytes; with
+ * slots, solving at it works, at the exact minimum - 1 it does not, and every
+ * larger limit works too (tried at a few). */
+static void t_min_peak_need(void) {
+    test_rng r = {4242};
+    for (int it = 0; it < 60; it++) {
+        test_chain_spec sp = {1 + it % 8, 200, it % 2, it % 3 == 0, it % 5 == 0, 0};
+        remat_chain *c = test_random_chain(&r, &sp);
+        uint64_t peak = store_peak(c, NULL);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 0;
+        uint64_t mm = 0, ms = 0;
+        remat_error e;
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, &e), REMAT_OK);
+        ASSERT_EQ_U64(mm, bisect_min(c, peak));
+        o.slots = it % 2 ? 7 : 50;
+        ASSERT_STATUS(remat_min_memory(c, &o, &ms, &e), REMAT_OK);
+        ASSERT_TRUE(ms >= mm);
+        double t;
+        ASSERT_STATUS(solve(c, ms, o.slots, &t, NULL, 0, &e), REMAT_OK);
+        ASSERT_STATUS(solve(c, mm - 1, o.slots, &t, NULL, 0, &e), REMAT_E_INFEASIBLE);
+        ASSERT_TRUE(e.min_memory == ms);
+        for (int k = 1; k <= 4; k++) {
+            uint64_t m = ms + (peak - ms) * (uint64_t)k / 5;
+            ASSERT_STATUS(solve(c, m, o.slots, &t, NULL, 0, &e), REMAT_OK);
+        }
+        remat_chain_free(c);
+    }
+}
+
+/* The curve starts at remat_min_memory and each point is achievable: a solve
+ * at its memory, same slots, is at least as fast. */
+static void check_curve(const remat_chain *c, int64_t slots, size_t max_points) {
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.slots = slots;
+    remat_curve *cv = NULL;
+    remat_error e;
+    uint64_t mm = 0;
+    ASSERT_STATUS(remat_min_memory(c, &o, &mm, &e), REMAT_OK);
+    ASSERT_STATUS(remat_curve_compute(c, &o, max_points, &cv, &e), REMAT_OK);
+    ASSERT_TRUE(cv->n >= 1);
+    ASSERT_EQ_U64(cv->points[0].memory, mm);
+    for (size_t k = 0; k < cv->n; k++) {
+        double t = 0;
+        if (k) ASSERT_TRUE(cv->points[k].memory > cv->points[k - 1].memory);
+        if (k) ASSERT_TRUE(cv->points[k].time < cv->points[k - 1].time);
+        ASSERT_STATUS(solve(c, cv->points[k].memory, slots, &t, NULL, 0, &e), REMAT_OK);
+        ASSERT_LE_DBL(t, cv->points[k].time, 1e-6 * (1 + t));
+    }
+    remat_curve_free(cv);
+}
+
+static void t_curve_from_min(void) {
+    test_rng r = {777};
+    for (int it = 0; it < 30; it++) {
+        test_chain_spec sp = {2 + it % 12, 100000, it % 2, it % 3 == 0, it % 4 == 0, 0};
+        remat_chain *c = test_random_chain(&r, &sp);
+        check_curve(c, it % 3 == 0 ? 0 : (it % 3 == 1 ? 10 : 40), 0);
+        remat_chain_free(c);
+    }
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_load("examples/resnet18-like.json", &c, &e), REMAT_OK);
+    check_curve(c, -1, 6);
+    remat_chain_free(c);
+}
+
 static const test_case cases[] = {
     {"golden_two_stage", t_golden_two_stage},
     {"golden_fck_fn", t_golden_fck_fn},
@@ -586,6 +670,8 @@ static const test_case cases[] = {
     {"not_worse_than_others", t_not_worse_than_others},
     {"min_memory", t_min_memory},
     {"curve", t_curve},
+    {"min_peak_need", t_min_peak_need},
+    {"curve_from_min", t_curve_from_min},
     {"limits_and_threads", t_limits_and_threads},
 };
 TEST_MAIN(cases)

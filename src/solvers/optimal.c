@@ -22,19 +22,6 @@ static uint64_t sat(uint64_t x) { return x > OPT_LIM ? OPT_LIM : x; }
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return max2(max2(a, b), c); }
 
-/* floor(x * s / m) and ceil(x * s / m), saturated; m > 0. */
-static uint64_t mul_div(uint64_t x, uint64_t s, uint64_t m, int up) {
-#ifdef __SIZEOF_INT128__
-    unsigned __int128 p = (unsigned __int128)x * s;
-    unsigned __int128 q = up ? (p + m - 1) / m : p / m;
-    return q > OPT_LIM ? OPT_LIM : (uint64_t)q;
-#else
-    long double q = (long double)x * (long double)s / (long double)m;
-    q = up ? ceill(q) : floorl(q);
-    return q > (long double)OPT_LIM ? OPT_LIM : (uint64_t)q;
-#endif
-}
-
 typedef void (*opt_kernel)(float *, const float *, const float *, float, float, float, size_t);
 
 /* Sizes in table units (bytes, or slots rounded up) and per-pair bounds. */
@@ -43,6 +30,7 @@ typedef struct opt_ctx {
     size_t n;
     uint64_t *a, *ab, *d, *of, *ob; /* [n+1], index = stage or value */
     uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
+    uint64_t unit;                  /* bytes per unit: 1, or the slot (a power of two) */
     uint64_t budget;                /* inside budget at the top (units) */
     uint64_t *lo, *lot, *g;         /* [n*n] need (also transposed), store-all need */
     size_t *off;                    /* [n*n] row offsets into tab */
@@ -68,20 +56,38 @@ static uint64_t m_all(const opt_ctx *x, size_t s, size_t t) {
                 sat(x->ab[s] + x->d[s] + x->d[s - 1] + x->ob[s]));
 }
 
-/* Converts sizes into units: bytes when slots == 0, else ceil(bytes * S / M). */
+/* The slot for limit mem with S slots: the largest power of two u with
+ * S*u <= mem (1 byte, exact, when mem < 2S), so a table has between S and 2S
+ * slots: never coarser than asked. Powers of two nest: a finer slot divides
+ * a coarser one, so whatever fits at a coarser slot also fits at a finer
+ * one, with the same or a larger budget (docs/optimal.md). */
+static uint64_t unit_of(uint64_t slots, uint64_t mem) {
+    uint64_t u = 1;
+    while (u < OPT_LIM && 2 * u * slots <= mem) u *= 2;
+    return u;
+}
+
+/* The smallest limit whose slot is u: S*u (0 for u = 1). */
+static uint64_t unit_floor(uint64_t slots, uint64_t u) { return u > 1 ? slots * u : 0; }
+/* The largest limit whose slot is u. */
+static uint64_t unit_top(uint64_t slots, uint64_t u) { return 2 * slots * u - 1; }
+
+/* Converts sizes into units: bytes when slots == 0, else ceil(bytes / u)
+ * with u = unit_of(slots, mem); the budget is floor((mem - a[0]) / u). */
 static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
     const remat_chain *c = x->c;
+    uint64_t u = slots ? unit_of(slots, mem) : 1;
+    x->unit = u;
     for (size_t i = 0; i <= x->n; i++) {
         uint64_t v[5] = {remat_chain_a_bytes(c, i), i ? remat_chain_abar_bytes(c, i) : 0,
                          remat_chain_d_bytes(c, i), i ? c->stages[i - 1].fwd_overhead : 0,
                          i ? c->stages[i - 1].bwd_overhead : 0};
-        for (int k = 0; k < 5; k++) v[k] = slots ? mul_div(v[k], slots, mem, 1) : sat(v[k]);
+        for (int k = 0; k < 5; k++) v[k] = sat(v[k] / u + (v[k] % u != 0));
         x->a[i] = v[0]; x->ab[i] = v[1]; x->d[i] = v[2]; x->of[i] = v[3]; x->ob[i] = v[4];
     }
     for (size_t j = 1; j <= x->n; j++) x->fnp[j] = sat(x->a[j - 1] + x->a[j] + x->of[j]);
     uint64_t in = remat_chain_a_bytes(c, 0);
-    if (mem < in) x->budget = 0;
-    else x->budget = slots ? mul_div(mem - in, slots, mem, 0) : mem - in;
+    x->budget = mem < in ? 0 : (mem - in) / u;
 }
 
 /* lo(s,t): the smallest budget any schedule of the recurrence fits in, and
@@ -568,37 +574,31 @@ static remat_status rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
 
 /* ---- smallest feasible memory ---- */
 
-/* In slots mode: is lo(1, n) within the budget at memory `mem`? */
-static int slots_fit(opt_ctx *x, uint64_t slots, uint64_t mem) {
-    if (mem == 0) return 0;
+/* need(1, n) in the units of limit `mem`: lo(1, n) of the min-peak recurrence. */
+static uint64_t need_at(opt_ctx *x, uint64_t slots, uint64_t mem) {
     ctx_units(x, slots, mem);
     ctx_bounds(x);
-    return x->lo[IDX(x, 1, x->n)] <= x->budget;
+    return x->lo[IDX(x, 1, x->n)];
 }
 
-/* The smallest limit at which solving succeeds. Exact bytes: a[0] + lo(1, n).
- * Slots: no schedule beats that, and rounding only adds; search upwards from
- * it, then bisect (slot rounding is not quite monotone, so the answer is a
- * limit that works, the smallest the bisection meets). */
+/* The smallest limit at which solving succeeds, capped at the store-all peak
+ * (from there the solver returns store-all). Exact bytes: a[0] + lo(1, n),
+ * since feasibility is monotone in the budget. Slots: feasibility is
+ * monotone within the limits sharing one slot u, so the smallest limit for u
+ * is max(a[0] + lo_u * u, unit_floor(u)) if that still has slot u. Rounding
+ * only adds, so no slot beats exact bytes: try u = unit_of(exact) upwards. */
 static uint64_t find_min_memory(opt_ctx *x, uint64_t slots, uint64_t store_peak) {
-    ctx_units(x, 0, REMAT_MAX_BYTES);
-    ctx_bounds(x);
-    uint64_t need = sat(byte_a(x->c, 0) + x->lo[IDX(x, 1, x->n)]);
+    uint64_t in = byte_a(x->c, 0);
+    uint64_t need = sat(in + need_at(x, 0, REMAT_MAX_BYTES));
     if (need >= store_peak) return store_peak;
     if (slots == 0) return need;
-    uint64_t lo = need ? need - 1 : 0, hi = need, step = need / slots + 1;
-    while (hi < store_peak && !slots_fit(x, slots, hi)) {
-        lo = hi;
-        hi = hi + step < store_peak ? hi + step : store_peak;
-        step *= 2;
+    for (uint64_t u = unit_of(slots, need); unit_floor(slots, u) < store_peak; u *= 2) {
+        uint64_t top = unit_top(slots, u);
+        uint64_t cand = sat(in + sat(need_at(x, slots, top) * u));
+        if (cand < unit_floor(slots, u)) cand = unit_floor(slots, u);
+        if (cand <= top) return cand < store_peak ? cand : store_peak;
     }
-    if (hi >= store_peak) hi = store_peak;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (slots_fit(x, slots, mid)) hi = mid;
-        else lo = mid;
-    }
-    return hi;
+    return store_peak;
 }
 
 static uint64_t slots_of(const remat_solve_options *o) {
@@ -628,7 +628,38 @@ static remat_status prepare(opt_ctx *x, const remat_chain *c, const remat_solve_
     ctx_units(x, slots, mem);
     ctx_bounds(x);
     *fits = mem >= byte_a(c, 0) && x->lo[IDX(x, 1, x->n)] <= x->budget;
+    /* Rounding to slot u may fail where a finer slot fits: halve it until
+     * lo(1, n) fits or the slot is that of the smallest limit (past which
+     * nothing finer helps). So every limit from the smallest one works. */
+    if (!*fits && slots && mem >= byte_a(c, 0)) {
+        uint64_t store_peak, mm;
+        REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
+        opt_ctx y;
+        remat_status st = ctx_init(&y, c, o->max_work_bytes, err);
+        mm = st == REMAT_OK ? find_min_memory(&y, slots, store_peak) : 0;
+        ctx_free(&y);
+        REMAT__FORWARD(st);
+        if (mem < mm) return REMAT_OK;
+        uint64_t u0 = unit_of(slots, mm), in = byte_a(c, 0);
+        for (uint64_t u = x->unit / 2; !*fits && u >= u0 && u >= 1; u /= 2) {
+            ctx_units(x, slots, slots * u); /* sizes in slot u */
+            x->budget = (mem - in) / u;
+            ctx_bounds(x);
+            *fits = x->lo[IDX(x, 1, x->n)] <= x->budget;
+        }
+    }
     return REMAT_OK;
+}
+
+remat_status remat__min_memory_optimal(const remat_chain *c, const remat_solve_options *o,
+                                       uint64_t *out, remat_error *err) {
+    uint64_t store_peak;
+    REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
+    opt_ctx x;
+    remat_status st = ctx_init(&x, c, o->max_work_bytes, err);
+    if (st == REMAT_OK) *out = find_min_memory(&x, slots_of(o), store_peak);
+    ctx_free(&x);
+    return st;
 }
 
 remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_options *o,
@@ -683,56 +714,99 @@ static size_t thin(remat_curve_point *p, size_t k, size_t want) {
     return out;
 }
 
+/* Appends the steps of C(1, n, .) from the table at limit `top` (slot u):
+ * budget b is reached from limit a[0] + b*u, but never below unit_floor(u),
+ * where the slot would be finer. Keeps points whose time strictly falls. */
+static void table_points(const opt_ctx *x, uint64_t slots, uint64_t store_peak, int to_peak,
+                         remat_curve *cv, float *prev) {
+    uint64_t in = byte_a(x->c, 0), u = x->unit, fl = slots ? unit_floor(slots, u) : 0;
+    opt_view row = view_of(x, 1, x->n);
+    uint64_t b = row.lo;
+    if (fl > in && (fl - in) / u > b) b = (fl - in) / u; /* the budget at fl */
+    /* past the row the value is its constant tail: one more step at most */
+    uint64_t bmax = row.hi < x->budget ? row.hi : x->budget;
+    for (; b <= bmax; b++) {
+        float v = table_at(x, 1, x->n, b);
+        if (!(v < *prev)) continue;
+        *prev = v;
+        uint64_t mem = sat(in + sat(b * u));
+        if (mem < fl) mem = fl;
+        if (to_peak && mem >= store_peak) break;
+        remat_curve_point p = {mem, (double)v / x->scale};
+        if (cv->n > 0 && cv->points[cv->n - 1].memory == mem) cv->points[cv->n - 1] = p;
+        else cv->points[cv->n++] = p;
+    }
+}
+
+/* Builds the table at limit `top` and appends its points; skips it if even
+ * its top budget does not fit. */
+static remat_status curve_table(const remat_chain *c, const remat_solve_options *o,
+                                uint64_t top, uint64_t store_peak, int to_peak, remat_curve *cv,
+                                float *prev, remat_error *err) {
+    opt_ctx x;
+    int fits = 0;
+    remat_status st = prepare(&x, c, o, top, &fits, err);
+    if (st == REMAT_OK && fits) st = build_table(&x, o, slots_of(o) == 0, err);
+    if (st == REMAT_OK && fits) table_points(&x, slots_of(o), store_peak, to_peak, cv, prev);
+    ctx_free(&x);
+    return st;
+}
+
+/* The curve from the smallest feasible limit (what remat_min_memory says)
+ * to the top. With slots, one table per slot size u (powers of two), from
+ * the smallest limit's slot up to the top's: the table for u serves the
+ * limits [S*u, 2*S*u), whose solves use slot u, so every point is what
+ * solving at its memory gives (up to float rounding of the table). */
 remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_options *o,
                                   size_t max_points, remat_curve **out, remat_error *err) {
     uint64_t store_peak;
     double store_time;
     REMAT__FORWARD(remat_store_all_cost(c, &store_peak, &store_time, err));
     uint64_t top = o->memory ? o->memory : store_peak;
-    uint64_t slots = slots_of(o), in = byte_a(c, 0);
-    opt_ctx x;
-    int fits = 0;
-    remat_status st = prepare(&x, c, o, top, &fits, err);
-    if (st == REMAT_OK && !fits && top < store_peak) st = infeasible(&x, o, store_peak, top, err);
-    if (st == REMAT_OK && fits) st = build_table(&x, o, slots == 0, err);
-    remat_curve *cv = NULL;
-    if (st == REMAT_OK) {
-        /* one point per step of row (1, n) at most, plus the store-all point */
-        opt_view top_row = view_of(&x, 1, x.n);
-        size_t k = fits ? (size_t)(top_row.hi - top_row.lo) + 2 : 1;
-        cv = calloc(1, sizeof *cv);
-        if (!cv) st = remat__fail(err, REMAT_E_NOMEM, "optimal curve: out of memory");
-        else st = remat__alloc_table((void **)&cv->points, k, sizeof *cv->points,
-                                     o->max_work_bytes, "optimal curve", err);
+    uint64_t slots = slots_of(o);
+    int to_peak = top >= store_peak;
+    uint64_t mm = 0;
+    REMAT__FORWARD(remat__min_memory_optimal(c, o, &mm, err));
+    if (top < mm) {
+        opt_ctx x;
+        remat_status st = ctx_init(&x, c, o->max_work_bytes, err);
+        if (st == REMAT_OK) st = infeasible(&x, o, store_peak, top, err);
+        ctx_free(&x);
+        return st;
     }
-    if (st == REMAT_OK) {
-        remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
-        double inv = 1.0 / x.scale;
-        float prev = INFINITY;
-        opt_view top_row = fits ? view_of(&x, 1, x.n) : opt_zero;
-        /* past the row the value is its constant tail: one more step at most */
-        uint64_t bmax = top_row.hi < x.budget ? top_row.hi : x.budget;
-        for (uint64_t b = top_row.lo; fits && b <= bmax; b++) {
-            float v = table_at(&x, 1, x.n, b);
-            if (!(v < prev)) continue;
-            prev = v;
-            /* the smallest limit whose budget reaches b */
-            uint64_t mem = in + (slots ? mul_div(b, top, slots, 1) : b);
-            if (top >= store_peak && mem >= store_peak) break;
-            cv->points[cv->n].memory = mem;
-            cv->points[cv->n].time = (double)v * inv;
-            cv->n++;
-        }
-        if (top >= store_peak) {
-            /* solving at the store-all peak gives store-all */
-            if (cv->n > 0 && cv->points[cv->n - 1].time <= store_time * (1 + 1e-6))
-                cv->points[cv->n - 1].time = store_time;
-            else
-                cv->points[cv->n++] = (remat_curve_point){store_peak, store_time};
-        }
-        cv->n = thin(cv->points, cv->n, max_points);
+    /* tables: slot sizes from unit_of(mm) to unit_of(top); at most S+2 points each */
+    uint64_t u0 = slots ? unit_of(slots, mm) : 1, u1 = slots ? unit_of(slots, top) : 1;
+    size_t tables = 1;
+    for (uint64_t u = u0; u < u1; u *= 4) tables++;
+    uint64_t per = slots ? slots + 2 : (top > mm ? top - mm : 0) + 2;
+    remat_curve *cv = calloc(1, sizeof *cv);
+    remat_status st = REMAT_OK;
+    size_t cap = 0;
+    if (!cv) st = remat__fail(err, REMAT_E_NOMEM, "optimal curve: out of memory");
+    else if (per > SIZE_MAX / tables - 1)
+        st = remat__fail(err, REMAT_E_TOO_LARGE, "optimal curve: too many points");
+    else {
+        cap = (size_t)per * tables + 1;
+        st = remat__alloc_table((void **)&cv->points, cap, sizeof *cv->points, o->max_work_bytes,
+                                "optimal curve", err);
     }
-    ctx_free(&x);
+    float prev = INFINITY;
+    if (st == REMAT_OK) remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
+    if (mm < store_peak)
+        for (uint64_t u = u0; st == REMAT_OK; u *= 4) {
+            if (u > u1) u = u1;
+            uint64_t t = slots && u < u1 ? unit_top(slots, u) : top;
+            st = curve_table(c, o, t, store_peak, to_peak, cv, &prev, err);
+            if (u >= u1) break;
+        }
+    if (st == REMAT_OK && to_peak) {
+        /* solving at the store-all peak gives store-all */
+        if (cv->n > 0 && cv->points[cv->n - 1].time <= store_time * (1 + 1e-6))
+            cv->points[cv->n - 1].time = store_time;
+        else
+            cv->points[cv->n++] = (remat_curve_point){store_peak, store_time};
+    }
+    if (st == REMAT_OK) cv->n = thin(cv->points, cv->n, max_points);
     if (st != REMAT_OK) {
         remat_curve_free(cv);
         return st;

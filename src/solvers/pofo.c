@@ -8,9 +8,15 @@
  * backward of the segment: B i after Fall i, or a persistent rematerialization
  * of stages i..j from I (the table C, rotor's dynamic program) after Fck i.
  *
- * State of OC (Appendix B.1): (i, x, A, dB). A is the device memory held by
- * earlier kept inputs; dB the memory of the previous segment's input, which is
- * prefetched while this segment's backward runs. Memory is counted in
+ * State of OC (Appendix B.1): (i, x, A, dB) (and dF in carry mode). A is the
+ * device memory held by earlier kept inputs; dB the memory of the offloaded
+ * inputs of earlier segments whose prefetches are issued at the start of this
+ * segment's backward (the previous segment's input, plus, when a segment
+ * carried its own dB into its successor, the inputs of segments before it:
+ * Table 2's new dB = I + carried dB). A carried prefetch holds its whole size
+ * from its start and must land by the end of the backward that issued it, so
+ * its successor's Lemma 1 idle counts it and the segment that carried it
+ * waits for nothing. Memory is counted in
  * `values` units of memory/values bytes, rounded up for held values and exact
  * for transients.
  *
@@ -659,6 +665,11 @@ static remat_status try_cap(pofo *P, const remat_solve_options *o, uint32_t cap,
     return keep_if_better(P->c, o, s, relaxed, best, best_sim, err);
 }
 
+/* dB carried across segments multiplies the reachable dB values (sums of
+ * inputs instead of one input) and so the DP's time by ~10: too slow for
+ * L ~ 340 within the 60 s target, and no gain measured there. */
+#define DB_CARRY_MAX_STAGES 128
+
 /* One mode's candidates, all checked by the simulator (see the header):
  * strict plans at the limit and, by a binary search, with a few extra units
  * (the DP rounds every held value up, wasting up to about a unit per
@@ -669,19 +680,23 @@ static remat_status pipeline(pofo *P, const remat_solve_options *o, remat__pofo_
                              remat_error *err) {
     remat_schedule *mine = NULL;
     double mine_sim = 0;
-    int db = !(P->flags & REMAT__POFO_NO_DB_CARRY);
-    remat_status st = try_cap(P, o, P->base_cap, 0, mode, db, &mine, &mine_sim, err);
-    if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
-    uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
-    while (st == REMAT_OK && hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, db, &mine, &mine_sim, err);
-        if (s2 == REMAT_OK)
-            lo = mid;
-        else if (s2 == REMAT_E_INFEASIBLE)
-            hi = mid;
-        else
-            st = s2;
+    int db = !(P->flags & REMAT__POFO_NO_DB_CARRY) && P->n <= DB_CARRY_MAX_STAGES;
+    remat_status st = REMAT_OK;
+    /* with dB carried or not: the peak of a plan at a given cap differs */
+    for (int d = 0; st == REMAT_OK && d <= db; d++) {
+        st = try_cap(P, o, P->base_cap, 0, mode, d, &mine, &mine_sim, err);
+        if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
+        uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
+        while (st == REMAT_OK && hi - lo > 1) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, d, &mine, &mine_sim, err);
+            if (s2 == REMAT_OK)
+                lo = mid;
+            else if (s2 == REMAT_E_INFEASIBLE)
+                hi = mid;
+            else
+                st = s2;
+        }
     }
     static const double speedups[] = {1, 1.5, 2, 3, 4};
     /* relaxed plans with dB carried hold prefetched memory longer, which

@@ -166,6 +166,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     remat__clear(err);
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(check_options(o, err));
+    if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
     uint64_t hi;
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
     remat_status hard = REMAT_OK;

@@ -24,6 +24,10 @@ remat_status remat__solve_offload_heuristic(const remat_chain *, const remat_sol
 /* optimal.c: the whole curve from one table. */
 remat_status remat__curve_optimal(const remat_chain *, const remat_solve_options *, size_t max_points,
                                   remat_curve **, remat_error *);
+/* optimal.c: the smallest limit at which remat__solve_optimal succeeds, from
+ * the min-peak recurrence (no table); remat_min_memory uses it. */
+remat_status remat__min_memory_optimal(const remat_chain *, const remat_solve_options *, uint64_t *out,
+                                       remat_error *);
 
 /* Convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
