@@ -171,8 +171,8 @@ def scale_sweep(r, chains, alpha, factors, img):
     rows = {}
     print("## Scale sweep (alpha = %g): share of optimal's overhead removed by pofo" % alpha)
     print("| chain | forward ms | gap GB | R = gap / (fwd x 12 GB/s) | " +
-          " | ".join("x%g" % f for f in factors) + " |")
-    print("| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in factors) + " |")
+          " | ".join("x%g" % f for f in factors) + " | one third at |")
+    print("| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in factors) + " | ---: |")
     for name, path in chains:
         with open(path) as fh:
             ch = json.load(fh)
@@ -187,9 +187,20 @@ def scale_sweep(r, chains, alpha, factors, img):
             p = r.time(path, "pofo", m, 12 * f)
             shares.append(None if p is None or opt - seq < 1e-9 else (opt - p) / (opt - seq))
         rows[name] = (ratio, shares)
-        print("| %s | %.0f | %.2f | %.2f | %s |" % (
+        # first factor where the share reaches one third, interpolated
+        third = None
+        pts = [(f, x) for f, x in zip(factors, shares) if x is not None]
+        for (f0, x0), (f1, x1) in zip(pts, pts[1:]):
+            if x0 >= 1 / 3:
+                third = f0
+            elif x1 >= 1 / 3:
+                third = f0 + (f1 - f0) * (1 / 3 - x0) / (x1 - x0)
+            if third is not None:
+                break
+        print("| %s | %.0f | %.2f | %.2f | %s | %s |" % (
             name, fwd, gap / GB, ratio,
-            " | ".join("-" if x is None else "%.2f" % x for x in shares)))
+            " | ".join("-" if x is None else "%.2f" % x for x in shares),
+            "-" if third is None else "x%.2f (R = %.2f)" % (third, ratio / third)))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -229,7 +240,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         r = Remat(args.remat, tmp)
         if args.scale:
-            scale_sweep(r, chains, 0.2, [1, 1.5, 2, 3, 4, 6], args.img)
+            scale_sweep(r, chains, 0.2, [1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 6], args.img)
             return
         f2 = fig2(r, chains, alphas, args.img)
         plot(f2, alphas, "memory ratio alpha", "12 GB/s, M = (1-alpha) M_low + alpha M_high",

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "remat/remat.h"
 
 #define CHECK(cond)                                                          \
@@ -79,6 +81,10 @@ static void simulate(const remat_chain *c, const remat_schedule *s, double bandw
     check_result(s, r);
     char *json = NULL;
     CHECK(remat_sim_result_to_json(r, &json, &e) == REMAT_OK);
+    cJSON *doc = cJSON_Parse(json); /* the summary must stay JSON (no inf/nan) */
+    if (!doc) fprintf(stderr, "not JSON: %s\n", json);
+    CHECK(doc != NULL);
+    cJSON_Delete(doc);
     remat_free(json);
     remat_sim_result_free(r);
 }

@@ -591,6 +591,41 @@ static void pofo_db_carry_never_slower(void) {
     fprintf(stderr, "  dB carry won %d of 12\n", won);
 }
 
+/* A fuzzer's chain (a 1e300 forward): the min-memory search behind an
+ * infeasible limit used to spend minutes in repair(), one simulation per
+ * inserted Wait. Passing means finishing at all. */
+static void pofo_fuzz_repair_bounded(void) {
+    static const char text[] =
+        "{\"format\": \"remat-chain-1\", \"name\": \"fuzz\", \"time_unit\": \"\","
+        " \"input_bytes\": 5, \"input_grad_bytes\": 0, \"stages\": ["
+        "{\"name\": \"\", \"fwd_time\": 1, \"bwd_time\": 2, \"out_bytes\": 3, \"saved_bytes\": 10,"
+        " \"grad_bytes\": 3, \"fwd_overhead\": 0, \"bwd_overhead\": 7},"
+        "{\"name\": \"\", \"fwd_time\": 1e+300, \"bwd_time\": 1e-300, \"out_bytes\": 1000,"
+        " \"saved_bytes\": 1010, \"grad_bytes\": 1000, \"fwd_overhead\": 0, \"bwd_overhead\": 0},"
+        "{\"name\": \"\", \"fwd_time\": 1, \"bwd_time\": 2, \"out_bytes\": 3, \"saved_bytes\": 10,"
+        " \"grad_bytes\": 3, \"fwd_overhead\": 1, \"bwd_overhead\": 0},"
+        "{\"name\": \"\", \"fwd_time\": 0, \"bwd_time\": 0.5, \"out_bytes\": 7, \"saved_bytes\": 17,"
+        " \"grad_bytes\": 1000, \"fwd_overhead\": 0, \"bwd_overhead\": 0},"
+        "{\"name\": \"\", \"fwd_time\": 0, \"bwd_time\": 0, \"out_bytes\": 0, \"saved_bytes\": 0,"
+        " \"grad_bytes\": 0, \"fwd_overhead\": 0, \"bwd_overhead\": 0}]}";
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_from_json(text, sizeof text - 1, "fuzz", &c, &e), REMAT_OK);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.algorithm = REMAT_ALG_POFO;
+    o.bandwidth = 1;
+    o.memory = 0;
+    remat_schedule *s = NULL;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_E_INFEASIBLE);
+    ASSERT_TRUE(e.min_memory > 0);
+    o.memory = e.min_memory;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_OK);
+    ASSERT_TRUE(check_offload_schedule(c, s, o.memory, o.bandwidth, 0) >= 0);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
 static void pofo_too_large_and_infeasible(void) {
     remat_chain *c = small3();
     remat_schedule *s = NULL;
@@ -616,6 +651,7 @@ static const test_case cases[] = {
     {"pofo_fast_link_store_all_time", pofo_fast_link_store_all_time},
     {"pofo_carry_never_slower", pofo_carry_never_slower},
     {"pofo_db_carry_never_slower", pofo_db_carry_never_slower},
+    {"pofo_fuzz_repair_bounded", pofo_fuzz_repair_bounded},
     {"pofo_too_large_and_infeasible", pofo_too_large_and_infeasible},
 };
 TEST_MAIN(cases)

@@ -539,6 +539,8 @@ static remat_status insert_op(remat_schedule *s, size_t at, remat_op op, remat_e
     return REMAT_OK;
 }
 
+#define REPAIR_ROUNDS 24
+
 /* REMAT_OK with *sim_time when s now fits; REMAT_E_INFEASIBLE when it cannot. */
 static remat_status repair(const remat_chain *c, remat_schedule *s, uint64_t memory, double bw,
                            double *sim_time, remat_error *err) {
@@ -561,17 +563,26 @@ static remat_status repair(const remat_chain *c, remat_schedule *s, uint64_t mem
             return REMAT_OK;
         }
         remat_sim_result_free(r);
-        /* the oldest offload in flight at op k that op k does not use */
+        /* the oldest offload in flight at op k that op k does not use; after
+         * REPAIR_ROUNDS rounds the newest (copies run in issue order, so it
+         * waits for all of them): each round costs a simulation, and plans
+         * for a fast link can hold hundreds of offloads */
         size_t pick = SIZE_MAX;
-        for (size_t h = 0; h < k && pick == SIZE_MAX; h++) {
+        int newest = round >= REPAIR_ROUNDS;
+        for (size_t h = 0; h < k && (newest || pick == SIZE_MAX); h++) {
             remat_op o = s->ops[h];
-            if (o.kind != REMAT_OP_OFF || op_touches(s->ops[k], o.index)) continue;
+            if (o.kind != REMAT_OP_OFF) continue;
             int settled = 0;
             for (size_t g = h + 1; g < k; g++)
                 if ((s->ops[g].kind == REMAT_OP_WAIT || s->ops[g].kind == REMAT_OP_PRE) &&
                     s->ops[g].index == o.index && s->ops[g].value == o.value)
                     settled = 1;
-            if (!settled) pick = h;
+            if (settled) continue;
+            if (op_touches(s->ops[k], o.index)) {
+                if (newest) break; /* waiting past it would end a copy op k reads */
+                continue;
+            }
+            pick = h;
         }
         if (pick == SIZE_MAX) return REMAT_E_INFEASIBLE;
         remat_op w = s->ops[pick];

@@ -175,7 +175,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
         if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
         REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
                          "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
-        hi *= 2;
+        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
     }
     uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
     if (lo > 0) lo--;
