@@ -176,7 +176,36 @@ static void min_memory_of_empty_chain_ends(void) {
     remat_chain_free(c);
 }
 
+/* pofo once hung (minutes) on a 5-stage chain with a forward time of 1e300
+ * (fuzz/repro/pofo_hang_1e300.json): its repair loop simulated once per Wait.
+ * Every limit must now finish, and every schedule simulate within it. */
+static void pofo_extreme_times_finish(void) {
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_load("fuzz/repro/pofo_hang_1e300.json", &c, &e), REMAT_OK);
+    const uint64_t limits[] = {0, 2025, 2100, 2500, 4000};
+    for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = REMAT_ALG_POFO;
+        o.bandwidth = 1;
+        o.memory = limits[k];
+        remat_schedule *s = NULL;
+        remat_status st = remat_solve(c, &o, &s, &e);
+        if (k == 0) {
+            ASSERT_STATUS(st, REMAT_E_INFEASIBLE);
+            ASSERT_EQ_U64(e.min_memory, 2025);
+        } else {
+            ASSERT_STATUS(st, REMAT_OK);
+            ASSERT_TRUE(s->n_ops > 0);
+        }
+        remat_schedule_free(s);
+    }
+    remat_chain_free(c);
+}
+
 static const test_case cases[] = {
+    {"pofo_extreme_times_finish", pofo_extreme_times_finish},
     {"total_size_overflow_rejected", total_size_overflow_rejected},
     {"total_size_overflow_rejected_json", total_size_overflow_rejected_json},
     {"large_total_simulates_without_wrap", large_total_simulates_without_wrap},
