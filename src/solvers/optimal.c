@@ -56,21 +56,28 @@ static uint64_t m_all(const opt_ctx *x, size_t s, size_t t) {
                 sat(x->ab[s] + x->d[s] + x->d[s - 1] + x->ob[s]));
 }
 
-/* The slot for limit mem with S slots: the largest power of two u with
- * S*u <= mem (1 byte, exact, when mem < 2S), so a table has between S and 2S
- * slots: never coarser than asked. Powers of two nest: a finer slot divides
- * a coarser one, so whatever fits at a coarser slot also fits at a finer
- * one, with the same or a larger budget (docs/optimal.md). */
+/* Slots are powers of two: a finer slot divides a coarser one, so whatever
+ * fits at a coarser slot also fits at a finer one, with the same or a larger
+ * budget (docs/optimal.md). The slot for limit mem is the power of two
+ * nearest mem/S (in ratio), so a table has between S/sqrt2 and S*sqrt2
+ * slots: S on average, as in the paper. unit_step(u) is the smallest limit
+ * whose slot is 2u. */
+static uint64_t unit_step(uint64_t slots, uint64_t u) {
+    double t = ceil((double)slots * (double)u * 1.4142135623730951);
+    return t >= 1.8e19 ? UINT64_MAX : (uint64_t)t;
+}
+
 static uint64_t unit_of(uint64_t slots, uint64_t mem) {
     uint64_t u = 1;
-    while (u < OPT_LIM && 2 * u * slots <= mem) u *= 2;
+    while (u < OPT_LIM && mem >= unit_step(slots, u)) u *= 2;
     return u;
 }
 
-/* The smallest limit whose slot is u: S*u (0 for u = 1). */
-static uint64_t unit_floor(uint64_t slots, uint64_t u) { return u > 1 ? slots * u : 0; }
-/* The largest limit whose slot is u. */
-static uint64_t unit_top(uint64_t slots, uint64_t u) { return 2 * slots * u - 1; }
+/* The smallest and the largest limit whose slot is u (0 for u = 1). */
+static uint64_t unit_floor(uint64_t slots, uint64_t u) {
+    return u > 1 ? unit_step(slots, u / 2) : 0;
+}
+static uint64_t unit_top(uint64_t slots, uint64_t u) { return unit_step(slots, u) - 1; }
 
 /* Converts sizes into units: bytes when slots == 0, else ceil(bytes / u)
  * with u = unit_of(slots, mem); the budget is floor((mem - a[0]) / u). */
@@ -753,10 +760,10 @@ static remat_status curve_table(const remat_chain *c, const remat_solve_options 
 }
 
 /* The curve from the smallest feasible limit (what remat_min_memory says)
- * to the top. With slots, one table per slot size u (powers of two), from
- * the smallest limit's slot up to the top's: the table for u serves the
- * limits [S*u, 2*S*u), whose solves use slot u, so every point is what
- * solving at its memory gives (up to float rounding of the table). */
+ * to the top, from two tables: one at the slot of the smallest limit (fine
+ * steps near it) and one at the top's slot. A point from a table with slot u
+ * at limit m is reached by solving at m, whose slot is u or finer (powers of
+ * two nest), up to float rounding of the table. */
 remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_options *o,
                                   size_t max_points, remat_curve **out, remat_error *err) {
     uint64_t store_peak;
@@ -774,11 +781,10 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
         ctx_free(&x);
         return st;
     }
-    /* tables: slot sizes from unit_of(mm) to unit_of(top); at most S+2 points each */
+    /* two tables: at the smallest limit's slot and at the top's; at most 2S+2 points each */
     uint64_t u0 = slots ? unit_of(slots, mm) : 1, u1 = slots ? unit_of(slots, top) : 1;
-    size_t tables = 1;
-    for (uint64_t u = u0; u < u1; u *= 4) tables++;
-    uint64_t per = slots ? slots + 2 : (top > mm ? top - mm : 0) + 2;
+    size_t tables = u0 < u1 ? 2 : 1;
+    uint64_t per = slots ? 2 * slots + 2 : (top > mm ? top - mm : 0) + 2;
     remat_curve *cv = calloc(1, sizeof *cv);
     remat_status st = REMAT_OK;
     size_t cap = 0;
@@ -793,8 +799,7 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
     float prev = INFINITY;
     if (st == REMAT_OK) remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
     if (mm < store_peak)
-        for (uint64_t u = u0; st == REMAT_OK; u *= 4) {
-            if (u > u1) u = u1;
+        for (uint64_t u = u0; st == REMAT_OK; u = u1) {
             uint64_t t = slots && u < u1 ? unit_top(slots, u) : top;
             st = curve_table(c, o, t, store_peak, to_peak, cv, &prev, err);
             if (u >= u1) break;
