@@ -4,19 +4,8 @@
 #include "common/testlib.h"
 #include "test.h"
 
-static remat_stage stage(double f, double b, uint64_t out, uint64_t saved) {
-    remat_stage s;
-    memset(&s, 0, sizeof s);
-    s.fwd_time = f;
-    s.bwd_time = b;
-    s.out_bytes = out;
-    s.saved_bytes = saved;
-    s.grad_bytes = out;
-    return s;
-}
-
 static void chain_create_validates(void) {
-    remat_stage st[2] = {stage(1, 2, 10, 20), stage(1, 1, 1, 1)};
+    remat_stage st[2] = {test_stage(1, 2, 10, 20), test_stage(1, 1, 1, 1)};
     remat_chain *c = (remat_chain *)1;
     remat_error e;
     ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 0, &c, &e), REMAT_E_INPUT);
@@ -82,7 +71,7 @@ static void algorithm_names_round_trip(void) {
 }
 
 static remat_chain *three_stage(void) {
-    remat_stage st[3] = {stage(1, 2, 10, 30), stage(2, 3, 20, 40), stage(1, 1, 1, 2)};
+    remat_stage st[3] = {test_stage(1, 2, 10, 30), test_stage(2, 3, 20, 40), test_stage(1, 1, 1, 2)};
     remat_chain *c = NULL;
     remat_chain_create("three", 10, 10, st, 3, &c, NULL);
     return c;

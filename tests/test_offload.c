@@ -18,18 +18,6 @@ static remat_chain *chain_of(const remat_stage *st, size_t n, uint64_t input) {
     return c;
 }
 
-static remat_stage stage(double f, double b, uint64_t out, uint64_t saved) {
-    remat_stage s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.name, sizeof s.name, "s");
-    s.fwd_time = f;
-    s.bwd_time = b;
-    s.out_bytes = out;
-    s.saved_bytes = saved;
-    s.grad_bytes = out;
-    return s;
-}
-
 static remat_schedule *parse_ops(const char *const *ops, size_t n) {
     remat_schedule *s = NULL;
     remat_error e;
@@ -62,7 +50,7 @@ static remat_sim_result *sim(const remat_chain *c, const remat_schedule *s, doub
 
 /* A three-stage chain: a[0] 10, stages of 10/20 bytes, loss 1/2 bytes. */
 static remat_chain *small3(void) {
-    remat_stage st[3] = {stage(1, 2, 10, 20), stage(1, 2, 10, 20), stage(1, 1, 1, 2)};
+    remat_stage st[3] = {test_stage(1, 2, 10, 20), test_stage(1, 2, 10, 20), test_stage(1, 1, 1, 2)};
     return chain_of(st, 3, 10);
 }
 
@@ -258,8 +246,8 @@ static void bad_bandwidth(void) {
 /* Lemma 1 for an offload overlapping a run of forwards: idle is
  * max(0, size / bandwidth - forward time), and the DP predicts it. */
 static void lemma1_idle(void) {
-    remat_stage st[4] = {stage(1, 1, 8, 8), stage(2, 1, 8, 8), stage(1.5, 1, 8, 8),
-                         stage(1, 1, 1, 1)};
+    remat_stage st[4] = {test_stage(1, 1, 8, 8), test_stage(2, 1, 8, 8), test_stage(1.5, 1, 8, 8),
+                         test_stage(1, 1, 1, 1)};
     remat_chain *c = chain_of(st, 4, 40);
     static const char *const ops[] = {"Off a[0]", "Fck 1", "Fn 2", "Fn 3", "Wait a[0]"};
     const double bws[4] = {100, 10, 8, 2};
@@ -437,8 +425,8 @@ static void pofo_vs_optimal_end_to_end(void) {
         remat_chain_free(c);
     }
     remat_stage st[6];
-    for (int i = 0; i < 5; i++) st[i] = stage(2, 4, 40, 60);
-    st[5] = stage(1, 1, 1, 2);
+    for (int i = 0; i < 5; i++) st[i] = test_stage(2, 4, 40, 60);
+    st[5] = test_stage(1, 1, 1, 2);
     remat_chain *c = chain_of(st, 6, 40);
     remat_schedule *p = NULL, *o = NULL;
     remat_error e;
@@ -486,8 +474,8 @@ static void pofo_bandwidth_zero(void) {
  * store-all time with far less memory than store-all. */
 static void pofo_fast_link_store_all_time(void) {
     remat_stage st[9];
-    for (int i = 0; i < 8; i++) st[i] = stage(1 + i % 3, 2 + i % 2, 10, 20);
-    st[8] = stage(1, 1, 1, 2);
+    for (int i = 0; i < 8; i++) st[i] = test_stage(1 + i % 3, 2 + i % 2, 10, 20);
+    st[8] = test_stage(1, 1, 1, 2);
     remat_chain *c = chain_of(st, 9, 10);
     uint64_t peak;
     double t_all;

@@ -7,21 +7,6 @@
 #include "test.h"
 #include "common/testlib.h"
 
-static remat_stage stage(double f, double b, uint64_t out, uint64_t saved, uint64_t grad,
-                         uint64_t fo, uint64_t bo) {
-    remat_stage s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.name, sizeof s.name, "s");
-    s.fwd_time = f;
-    s.bwd_time = b;
-    s.out_bytes = out;
-    s.saved_bytes = saved;
-    s.grad_bytes = grad;
-    s.fwd_overhead = fo;
-    s.bwd_overhead = bo;
-    return s;
-}
-
 static remat_chain *make_chain(uint64_t in, uint64_t in_grad, const remat_stage *st, size_t n) {
     remat_chain *c = NULL;
     remat_error e;
@@ -62,7 +47,7 @@ static remat_status solve(const remat_chain *c, uint64_t mem, int64_t slots, dou
  * B 1 (6): peak 6, time 5. Below 6 nothing fits: B 1 alone needs a0 + d1 +
  * abar1 = 6. */
 static void t_golden_two_stage(void) {
-    remat_stage st[2] = {stage(1, 1, 2, 3, 2, 0, 0), stage(1, 1, 1, 1, 0, 0, 0)};
+    remat_stage st[2] = {test_stage_full(1, 1, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 1, 0, 0, 0)};
     remat_chain *c = make_chain(1, 0, st, 2);
     double t = 0;
     char ops[256];
@@ -89,8 +74,8 @@ static void t_golden_two_stage(void) {
  * B 3, then Fall 1, Fall 2, B 2, B 1 (peak 6) fits: time 5 fwd + 3 bwd = 8.
  * At 5, Fn 2 itself does not fit: infeasible, and 6 is the smallest limit. */
 static void t_golden_fck_fn(void) {
-    remat_stage st[3] = {stage(1, 1, 4, 4, 0, 0, 0), stage(1, 1, 1, 1, 0, 0, 0),
-                         stage(1, 1, 1, 1, 0, 0, 0)};
+    remat_stage st[3] = {test_stage_full(1, 1, 4, 4, 0, 0, 0), test_stage_full(1, 1, 1, 1, 0, 0, 0),
+                         test_stage_full(1, 1, 1, 1, 0, 0, 0)};
     remat_chain *c = make_chain(1, 0, st, 3);
     double t = 0;
     char ops[256];
@@ -113,7 +98,7 @@ static void t_golden_fck_fn(void) {
  * At 6 neither fits (min memory 7); with a backward overhead of 2 on stage 1
  * as well, B 1 needs 8 in both plans, so only store-all (8) remains. */
 static void t_golden_overheads(void) {
-    remat_stage st[2] = {stage(1, 1, 2, 3, 2, 0, 0), stage(1, 1, 1, 1, 0, 3, 0)};
+    remat_stage st[2] = {test_stage_full(1, 1, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 1, 0, 3, 0)};
     remat_chain *c = make_chain(1, 0, st, 2);
     double t = 0;
     char ops[256];

@@ -13,25 +13,11 @@
 #include "common/testlib.h"
 #include "test.h"
 
-static remat_stage stage(double f, double b, uint64_t out, uint64_t saved, uint64_t grad,
-                         uint64_t foh, uint64_t boh) {
-    remat_stage s;
-    memset(&s, 0, sizeof s);
-    s.fwd_time = f;
-    s.bwd_time = b;
-    s.out_bytes = out;
-    s.saved_bytes = saved;
-    s.grad_bytes = grad;
-    s.fwd_overhead = foh;
-    s.bwd_overhead = boh;
-    return s;
-}
-
 /* Chain G; with overheads, stage 2 gets fwd_overhead 7000 and bwd_overhead 9000. */
 static remat_chain *chain_g(int overheads) {
-    remat_stage st[3] = {stage(1, 2, 10, 30, 40, 0, 0),
-                         stage(3, 4, 100, 300, 400, overheads ? 7000 : 0, overheads ? 9000 : 0),
-                         stage(5, 6, 1000, 3000, 5000, 0, 0)};
+    remat_stage st[3] = {test_stage_full(1, 2, 10, 30, 40, 0, 0),
+                         test_stage_full(3, 4, 100, 300, 400, overheads ? 7000 : 0, overheads ? 9000 : 0),
+                         test_stage_full(5, 6, 1000, 3000, 5000, 0, 0)};
     remat_chain *c = NULL;
     if (remat_chain_create("g", 1, 2, st, 3, &c, NULL) != REMAT_OK) abort();
     return c;
@@ -197,7 +183,7 @@ static void overheads_count_while_running(void) {
 
 static void peak_includes_input(void) {
     /* A large input: every op runs with a[0] held until Fn 1 frees it. */
-    remat_stage st[2] = {stage(1, 1, 5, 8, 5, 0, 0), stage(1, 1, 1, 2, 0, 0, 0)};
+    remat_stage st[2] = {test_stage_full(1, 1, 5, 8, 5, 0, 0), test_stage_full(1, 1, 1, 2, 0, 0, 0)};
     remat_chain *c = NULL;
     ASSERT_STATUS(remat_chain_create("big-input", 1000, 3, st, 2, &c, NULL), REMAT_OK);
     remat_schedule *s = SCHED("Fall 1", "Fall 2", "B 2", "B 1");
@@ -289,7 +275,7 @@ static void empty_schedule_is_invalid(void) {
 static void single_stage_chain(void) {
     /* Only the loss: n = 1. Fall 1: a0 (4) + abar1 (6) = 10. B 1: +d0 (4) = 14,
      * frees abar1 and a0 -> 4. */
-    remat_stage st[1] = {stage(2, 3, 1, 6, 0, 0, 0)};
+    remat_stage st[1] = {test_stage_full(2, 3, 1, 6, 0, 0, 0)};
     remat_chain *c = NULL;
     ASSERT_STATUS(remat_chain_create("one", 4, 4, st, 1, &c, NULL), REMAT_OK);
     remat_schedule *s = SCHED("Fall 1", "B 1");

@@ -20,6 +20,25 @@ uint64_t test_rng_range(test_rng *r, uint64_t lo, uint64_t hi) {
 
 double test_rng_unit(test_rng *r) { return (double)(test_rng_next(r) >> 11) / 9007199254740992.0; }
 
+remat_stage test_stage_full(double fwd, double bwd, uint64_t out, uint64_t saved, uint64_t grad,
+                            uint64_t fwd_overhead, uint64_t bwd_overhead) {
+    remat_stage s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "s");
+    s.fwd_time = fwd;
+    s.bwd_time = bwd;
+    s.out_bytes = out;
+    s.saved_bytes = saved;
+    s.grad_bytes = grad;
+    s.fwd_overhead = fwd_overhead;
+    s.bwd_overhead = bwd_overhead;
+    return s;
+}
+
+remat_stage test_stage(double fwd, double bwd, uint64_t out, uint64_t saved) {
+    return test_stage_full(fwd, bwd, out, saved, out, 0, 0);
+}
+
 remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec) {
     remat_stage *st = calloc(spec->n, sizeof *st);
     if (!st) { fprintf(stderr, "OOM\n"); exit(3); }

@@ -19,6 +19,11 @@ typedef struct test_chain_spec {
     int int_times;       /* nonzero: integer times in [0, 10]; else reals */
 } test_chain_spec;
 
+/* A hand-built stage: grad_bytes = out_bytes, no overheads; and with all fields. */
+remat_stage test_stage(double fwd, double bwd, uint64_t out, uint64_t saved);
+remat_stage test_stage_full(double fwd, double bwd, uint64_t out, uint64_t saved, uint64_t grad,
+                            uint64_t fwd_overhead, uint64_t bwd_overhead);
+
 /* A random chain; never NULL (aborts the test binary on OOM). Free with remat_chain_free. */
 remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec);
 
