@@ -607,10 +607,11 @@ static remat_status infeasible(rv_solver *s, const remat_solve_options *o, remat
     int64_t M = s->M;
     uint64_t bucket = s->bucket;
     uint64_t need = least_memory(s, o->bucket_bytes, o->memory);
+    /* M < 0: the (possibly uniform-size) input alone exceeds the limit */
     remat_status st = remat__fail(err, REMAT_E_INFEASIBLE,
                                   "revolve: no AD-model schedule fits in %llu bytes "
                                   "(%lld buckets of %llu bytes beside the input)",
-                                  (unsigned long long)o->memory, (long long)M,
+                                  (unsigned long long)o->memory, (long long)(M > 0 ? M : 0),
                                   (unsigned long long)bucket);
     if (err) err->min_memory = need;
     return st;
