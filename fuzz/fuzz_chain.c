@@ -4,22 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remat/remat.h"
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
-static void check_error(remat_status st, const remat_error *e) {
-    CHECK(st != REMAT_OK);
-    CHECK(e->status == st);
-    CHECK(e->message[0] != '\0');
-    CHECK(memchr(e->message, '\0', sizeof e->message) != NULL);
-}
+#include "fuzz_common.h"
 
 static int same_chain(const remat_chain *a, const remat_chain *b) {
     if (strcmp(a->name, b->name) || strcmp(a->time_unit, b->time_unit)) return 0;

@@ -7,21 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remat/remat.h"
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
-static void check_error(remat_status st, const remat_error *e) {
-    CHECK(st != REMAT_OK);
-    CHECK(e->status == st);
-    CHECK(e->message[0] != '\0');
-}
+#include "fuzz_common.h"
 
 static remat_join_op ops_buf[256];
 

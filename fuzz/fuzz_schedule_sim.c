@@ -8,21 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "remat/remat.h"
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
-static void check_error(remat_status st, const remat_error *e) {
-    CHECK(st != REMAT_OK);
-    CHECK(e->status == st);
-    CHECK(e->message[0] != '\0');
-}
+#include "fuzz_common.h"
 
 /* Op text one per line; lines that do not parse are skipped. */
 static remat_schedule *ops_from_lines(const char *text, size_t len) {

@@ -6,15 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remat/remat.h"
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
+#include "fuzz_common.h"
 
 typedef struct reader {
     const uint8_t *p;
@@ -95,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned a = byte(&rd) % 10;
     o.algorithm = a == 9 ? REMAT_ALG_OPTIMAL : (remat_algorithm)a;
     if (a == 0) o.slots = 0;
-    if (a == 9) o.slots = byte(&rd) & 1 ? -1 : 1 + byte(&rd) % 50;
+    if (a == 9) o.slots = byte(&rd) & 1 ? -1 : (int64_t)(1 + byte(&rd) % 50);
     o.threads = 1;
     o.max_work_bytes = 64u << 20;
     o.segments = byte(&rd) % 4;
