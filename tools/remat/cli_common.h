@@ -33,7 +33,8 @@ void cli_human_bytes(uint64_t b, char out[32]);
 #define CLI_SOLVER_OPTIONS_HELP                                                              \
     "  -a, --algorithm A    optimal (default), revolve, sequential, store-all, exact,\n"    \
     "                       pofo, offload-only, opportunist, autocapper\n"                  \
-    "  --slots S            optimal: memory slots (default 500); 0 = exact bytes\n"         \
+    "  --slots S            optimal: about S memory slots (default 500; the slot is the\n" \
+    "                       power of two nearest M/S); 0 = exact bytes\n"                   \
     "  --segments K         sequential: K segments (default: the best K that fits)\n"       \
     "  --bucket SIZE        revolve: memory bucket size (default memory/500)\n"             \
     "  --revolve-mode MODE  revolve: precise (default), uniform-cost, uniform-memory\n"     \
