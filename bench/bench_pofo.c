@@ -4,7 +4,8 @@
  * to optimal (rematerialization only) and the offload baselines.
  * Memory: alpha = 0.2 between M_low (optimal's smallest memory) and M_high
  * (store-all peak); link 12 GB/s. Prints a markdown table. `--quick` skips
- * the L ~ 340 chain and the heuristics on long chains. Timings are wall
+ * the L ~ 340 chain and the heuristics on long chains; a further argument
+ * runs only the chains whose name contains it. Timings are wall
  * clock on a shared machine: treat them as rough. */
 #include <math.h>
 #include <stdio.h>
@@ -85,6 +86,7 @@ static run solve(const remat_chain *c, remat_algorithm a, uint64_t m, double bw)
 
 int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    const char *only = argc > 1 + quick ? argv[1 + quick] : NULL; /* chains named like this */
     printf("pofo with N = 50, alpha = 0.2, 12 GB/s; times are relative to store-all "
            "(the sequential time).\n\n");
     printf("| chain | L | memory MiB | pofo solve s | optimal | pofo predicted | pofo simulated "
@@ -110,6 +112,10 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (strrchr(name, '/')) name = strrchr(name, '/') + 1;
+        }
+        if (only && !strstr(name, only)) {
+            remat_chain_free(c);
+            continue;
         }
         uint64_t high, low;
         double t_all;

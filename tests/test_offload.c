@@ -499,9 +499,9 @@ static void pofo_fast_link_store_all_time(void) {
     remat_chain_free(c);
 }
 
-/* The carry-mode candidates (dF carried across segments) are skipped when
- * their table exceeds max_work_bytes; with them pofo is never slower, and
- * every schedule stays valid within the limit. */
+/* The carry-mode candidates (dF carried across segments): with them pofo is
+ * never slower than with them switched off, and every schedule stays valid
+ * within the limit. */
 static void pofo_carry_never_slower(void) {
     test_rng rng = {33};
     int carry_won = 0;
@@ -518,8 +518,7 @@ static void pofo_carry_never_slower(void) {
         remat_schedule *full = NULL, *strict = NULL;
         remat_error e;
         remat_status s1 = remat_solve(c, &o, &full, &e);
-        o.max_work_bytes = 2u << 20; /* room for the strict tables only */
-        remat_status s2 = remat_solve(c, &o, &strict, &e);
+        remat_status s2 = remat__solve_pofo_flags(c, &o, REMAT__POFO_NO_CARRY, &strict, &e);
         ASSERT_STATUS(s1, s2);
         if (s1 == REMAT_OK) {
             double tf = check_offload_schedule(c, full, o.memory, o.bandwidth, 1);
@@ -550,11 +549,12 @@ static void pofo_db_carry_never_slower(void) {
         o.algorithm = REMAT_ALG_POFO;
         o.memory = peak / (2 + (uint64_t)(t % 3)) + 50;
         o.bandwidth = 1 + t % 4;
-        o.max_work_bytes = 2u << 20; /* strict and relaxed candidates only */
         remat_schedule *with = NULL, *without = NULL;
         remat_error e;
-        remat_status s1 = remat__solve_pofo_flags(c, &o, 0, &with, &e);
-        remat_status s2 = remat__solve_pofo_flags(c, &o, REMAT__POFO_NO_DB_CARRY, &without, &e);
+        unsigned nc = REMAT__POFO_NO_CARRY; /* strict and relaxed candidates only */
+        remat_status s1 = remat__solve_pofo_flags(c, &o, nc, &with, &e);
+        remat_status s2 =
+            remat__solve_pofo_flags(c, &o, nc | REMAT__POFO_NO_DB_CARRY, &without, &e);
         ASSERT_STATUS(s1, s2);
         if (s1 == REMAT_OK) {
             double tw = check_offload_schedule(c, with, o.memory, o.bandwidth, 1);
@@ -614,6 +614,50 @@ static void pofo_fuzz_repair_bounded(void) {
     remat_chain_free(c);
 }
 
+/* A long chain (the carry modes once ran on short chains only): every
+ * candidate runs, the result is valid, never slower than without the
+ * carries, and the same op for op with 1 and with 3 threads. */
+static void pofo_long_chain_threads(void) {
+    test_rng rng = {2024};
+    test_chain_spec sp = {90, 1000, 1, 0, 0, 0};
+    remat_chain *c = test_random_chain(&rng, &sp);
+    uint64_t peak;
+    remat_store_all_cost(c, &peak, NULL, NULL);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.algorithm = REMAT_ALG_POFO;
+    o.memory = peak / 4;
+    o.bandwidth = 30;
+    o.offload_values = 16;
+    o.threads = 1;
+    remat_schedule *one = NULL, *three = NULL, *plain = NULL;
+    remat_error e;
+    remat_status s1 = remat_solve(c, &o, &one, &e);
+    o.threads = 3;
+    remat_status s2 = remat_solve(c, &o, &three, &e);
+    remat_status s3 = remat__solve_pofo_flags(
+        c, &o, REMAT__POFO_NO_CARRY | REMAT__POFO_NO_DB_CARRY, &plain, &e);
+    ASSERT_STATUS(s1, REMAT_OK);
+    ASSERT_STATUS(s2, REMAT_OK);
+    ASSERT_STATUS(s3, REMAT_OK);
+    if (s1 == REMAT_OK && s2 == REMAT_OK && s3 == REMAT_OK) {
+        double t1 = check_offload_schedule(c, one, o.memory, o.bandwidth, 1);
+        double tp = check_offload_schedule(c, plain, o.memory, o.bandwidth, 1);
+        ASSERT_TRUE(t1 >= 0 && tp >= 0);
+        ASSERT_LE_DBL(t1, tp, 1e-9 * tp);
+        ASSERT_EQ_U64(one->n_ops, three->n_ops);
+        for (size_t k = 0; k < one->n_ops && k < three->n_ops; k++)
+            ASSERT_TRUE(one->ops[k].kind == three->ops[k].kind &&
+                        one->ops[k].index == three->ops[k].index &&
+                        one->ops[k].value == three->ops[k].value);
+        fprintf(stderr, "  L = 89: %.4g with the carries, %.4g without\n", t1, tp);
+    }
+    remat_schedule_free(one);
+    remat_schedule_free(three);
+    remat_schedule_free(plain);
+    remat_chain_free(c);
+}
+
 static void pofo_too_large_and_infeasible(void) {
     remat_chain *c = small3();
     remat_schedule *s = NULL;
@@ -640,6 +684,7 @@ static const test_case cases[] = {
     {"pofo_carry_never_slower", pofo_carry_never_slower},
     {"pofo_db_carry_never_slower", pofo_db_carry_never_slower},
     {"pofo_fuzz_repair_bounded", pofo_fuzz_repair_bounded},
+    {"pofo_long_chain_threads", pofo_long_chain_threads},
     {"pofo_too_large_and_infeasible", pofo_too_large_and_infeasible},
 };
 TEST_MAIN(cases)

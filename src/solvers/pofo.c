@@ -33,13 +33,16 @@
  * paper's gradual-release assumption and its section 5 conversion: the DP as
  * if the link were faster, so offloads overlap several segments, emitted
  * without the per-segment Waits, then repaired with the simulator (see
- * repair() and shift_pres()), and, on chains small enough, carry-mode plans:
+ * repair() and shift_pres()), and carry-mode plans:
  * the DP with the paper's dF (offloads in flight, held memory released
  * gradually) carried from segment to segment, waiting for the link only where
  * it pays (Lemma 1) and at the loss (B.2), repaired the same way (see
- * oc_carry()). It returns the fastest simulated candidate, rotor's optimum
- * included (the DP's no-offload corner at 500 slots). */
+ * oc_carry(); its OC is a hash table of the reachable states, so it runs on
+ * chains of any length). Independent DP runs are spread over o->threads.
+ * It returns the fastest simulated candidate, rotor's optimum included (the
+ * DP's no-offload corner at 500 slots). */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "pofo_internal.h"
@@ -54,8 +57,13 @@ typedef struct pofo {
     remat__pofo_mode mode;
     double *ctab;       /* C[i][j][m], i, j in 1..L */
     int32_t *cchoice;   /* 0 Fall, k >= 1: Fck then Fn up to i + k - 1, -1 none */
-    double *otab;       /* OC[i][x][A][B], i in 1..n */
-    int32_t *ochoice;   /* (j - i) << 2 | off << 1 | fck, -1 none */
+    double *otab;       /* OC[i][x][A][B], i in 1..n (not in carry mode) */
+    int32_t *ochoice;   /* (j - i) << 4 | push << 3 | drain << 2 | off << 1 | fck, -1 none */
+    /* carry mode: OC's reachable states only, in a hash table (see oc_find()) */
+    struct oc_entry *hash;
+    size_t hcap, hcount;
+    uint64_t hmax;      /* bytes the hash table may grow to */
+    int hfull;          /* it could not grow: the run is given up */
     remat_schedule *s;
     int relaxed;        /* emit no Wait after a segment's forward (see repair()) */
     uint64_t *sizes;    /* [5][n+1]: a, abar, d, units of a, units of abar */
@@ -141,6 +149,58 @@ static void fill_c(pofo *P) {
 
 /* ---- OC: from segment i to the end of B i. ---- */
 
+/* Carry mode's OC is sparse: a dense table of its states would take
+ * n x 2 x W^2 x FK cells (1 GiB at L = 340), of which few are reachable
+ * from (1, 0, 0, 0, 0). Open addressing, key = the dense index + 1. */
+typedef struct oc_entry {
+    uint64_t key;
+    double val;
+    int32_t choice;
+} oc_entry;
+
+static size_t oc_slot(const pofo *P, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 29)) & (P->hcap - 1);
+}
+
+static oc_entry *oc_find(const pofo *P, uint64_t key) {
+    for (size_t k = oc_slot(P, key);; k = (k + 1) & (P->hcap - 1)) {
+        if (P->hash[k].key == key) return &P->hash[k];
+        if (P->hash[k].key == 0) return NULL;
+    }
+}
+
+static int oc_grow(pofo *P) {
+    size_t ncap = P->hcap * 2;
+    if (ncap < P->hcap || (uint64_t)ncap > P->hmax / sizeof(oc_entry)) return 0;
+    oc_entry *old = P->hash, *nh = remat__calloc(ncap, sizeof *nh);
+    if (!nh) return 0;
+    size_t ocap = P->hcap;
+    P->hash = nh;
+    P->hcap = ncap;
+    for (size_t k = 0; k < ocap; k++) {
+        if (!old[k].key) continue;
+        size_t s = oc_slot(P, old[k].key);
+        while (nh[s].key) s = (s + 1) & (ncap - 1);
+        nh[s] = old[k];
+    }
+    free(old);
+    return 1;
+}
+
+/* Stores a state's value; sets hfull when the table is full. */
+static void oc_put(pofo *P, size_t idx, double val, int32_t choice) {
+    if (2 * (P->hcount + 1) > P->hcap && !oc_grow(P)) {
+        P->hfull = 1;
+        return;
+    }
+    uint64_t key = (uint64_t)idx + 1;
+    size_t s = oc_slot(P, key);
+    while (P->hash[s].key && P->hash[s].key != key) s = (s + 1) & (P->hcap - 1);
+    if (!P->hash[s].key) P->hcount++;
+    P->hash[s] = (oc_entry){key, val, choice};
+}
+
 static double prefetch_idle(const pofo *P, size_t b, double overlap) {
     double t = (double)b * (double)P->q / P->bw - overlap;
     return b && t > 0 ? t : 0;
@@ -173,7 +233,9 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
         /* Fall i: the next segment's input is abar[i]. */
         if (AB(P, i) + si->fwd_overhead <= ff &&
             AB(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead <= fb) {
-            double sub = oc_value(P, i + 1, 1, a2, b2, 0);
+            double sub = push && !(prefetch_idle(P, b, si->bwd_time) > 0)
+                             ? INFINITY /* no wait to save: never better than not pushing */
+                             : oc_value(P, i + 1, 1, a2, b2, 0);
             double t = si->fwd_time + (copy > si->fwd_time ? copy - si->fwd_time : 0) + sub +
                        si->bwd_time + (push ? 0 : prefetch_idle(P, b, si->bwd_time));
             if (t < best) {
@@ -194,6 +256,7 @@ static void oc_cell(pofo *P, size_t i, int x, size_t a, size_t b) {
             fsum += sj->fwd_time;
             double cb = P->ctab[cidx(P, i, j, mb)];
             if (!(cb < INFINITY)) continue;
+            if (push && !(prefetch_idle(P, b, cb) > 0)) continue; /* as above */
             double sub = oc_value(P, j + 1, 0, a2, b2, 0);
             double t = fsum + (copy > fsum ? copy - fsum : 0) + sub + cb +
                        (push ? 0 : prefetch_idle(P, b, cb));
@@ -289,8 +352,7 @@ static void oc_carry(pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
         }
     }
 done:
-    P->otab[oidx(P, i, x, a, b, f)] = best;
-    P->ochoice[oidx(P, i, x, a, b, f)] = choice;
+    oc_put(P, oidx(P, i, x, a, b, f), best, choice);
 }
 
 /* Top-down: only the states reachable from (1, 0, 0, 0) are solved, and few
@@ -298,16 +360,32 @@ done:
 #define OC_TODO (-2)
 static double oc_value(pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
     size_t k = oidx(P, i, x, a, b, f);
-    if (P->ochoice[k] == OC_TODO) {
-        if (P->carry)
-            oc_carry(P, i, x, a, b, f);
-        else
-            oc_cell(P, i, x, a, b);
+    if (P->carry) {
+        if (P->hfull) return INFINITY;
+        const oc_entry *e = oc_find(P, (uint64_t)k + 1);
+        if (e) return e->val;
+        oc_carry(P, i, x, a, b, f);
+        e = oc_find(P, (uint64_t)k + 1);
+        return e ? e->val : INFINITY;
     }
+    if (P->ochoice[k] == OC_TODO) oc_cell(P, i, x, a, b);
     return P->otab[k];
 }
 
+static int32_t oc_choice(const pofo *P, size_t i, int x, size_t a, size_t b, size_t f) {
+    size_t k = oidx(P, i, x, a, b, f);
+    if (!P->carry) return P->ochoice[k];
+    const oc_entry *e = oc_find(P, (uint64_t)k + 1);
+    return e ? e->choice : -1;
+}
+
 static void reset_oc(pofo *P) {
+    if (P->carry) {
+        memset(P->hash, 0, P->hcap * sizeof *P->hash);
+        P->hcount = 0;
+        P->hfull = 0;
+        return;
+    }
     size_t no = P->n * 2 * P->W * P->W * P->FK; /* checked in alloc_tables */
     for (size_t k = 0; k < no; k++) P->ochoice[k] = OC_TODO;
 }
@@ -357,7 +435,7 @@ static remat_status pre_all(pofo *P, const pending *pl, remat_error *err) {
 /* pl lists the values in b (their units add up to b). */
 static remat_status emit_oc(pofo *P, size_t i, int x, size_t a, size_t b, size_t f,
                             const pending *pl, remat_error *err) {
-    int32_t ch = P->ochoice[oidx(P, i, x, a, b, f)];
+    int32_t ch = oc_choice(P, i, x, a, b, f);
     REMAT__RETURN_IF(ch < 0, err, REMAT_E_INTERNAL, "pofo: broken table at stage %zu", i);
     if (i == P->n) {
         if (P->carry) REMAT__FORWARD(wait_all(P, err));
@@ -399,6 +477,7 @@ static void pofo_free(pofo *P) {
     free(P->cchoice);
     free(P->otab);
     free(P->ochoice);
+    free(P->hash);
     free(P->sizes);
 }
 
@@ -409,7 +488,7 @@ static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
                          !remat__mul_size(no, P->FK, &no),
                      err, REMAT_E_TOO_LARGE, "pofo: tables too large for this chain and values");
     size_t per = sizeof(double) + sizeof(int32_t), total;
-    REMAT__RETURN_IF(!remat__mul_size(nc + no, per, &total) ||
+    REMAT__RETURN_IF(!remat__mul_size(P->carry ? nc : nc + no, per, &total) ||
                          (max_work && (uint64_t)total > max_work),
                      err, REMAT_E_TOO_LARGE,
                      "pofo: tables would need %zu x %zu bytes, more than max_work_bytes; use "
@@ -419,6 +498,13 @@ static remat_status alloc_tables(pofo *P, uint64_t max_work, remat_error *err) {
                                           "pofo C table", err));
         REMAT__FORWARD(remat__alloc_table((void **)&P->cchoice, nc, sizeof(int32_t), max_work,
                                           "pofo C choices", err));
+    }
+    if (P->carry) { /* sparse OC, grown on demand up to max_work minus C */
+        size_t cbytes = nc * per;
+        P->hmax = max_work > cbytes ? max_work - cbytes : 0;
+        P->hcap = 1u << 14;
+        return remat__alloc_table((void **)&P->hash, P->hcap, sizeof(oc_entry), P->hmax,
+                                  "pofo carry OC table", err);
     }
     REMAT__FORWARD(remat__alloc_table((void **)&P->otab, no, sizeof(double), max_work,
                                       "pofo OC table", err));
@@ -485,6 +571,8 @@ static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode m
     P->has_last = 0;
     reset_oc(P);
     double t = oc_value(P, 1, 0, 0, 0, 0);
+    REMAT__RETURN_IF(P->hfull, err, REMAT_E_TOO_LARGE,
+                     "pofo: carry-mode states need more than max_work_bytes");
     REMAT__RETURN_IF(!(t < INFINITY), err, REMAT_E_INFEASIBLE,
                      "pofo: no schedule fits in %llu bytes with %u memory values",
                      (unsigned long long)(P->q * P->cap), P->cap);
@@ -677,46 +765,145 @@ static remat_status try_cap(pofo *P, const remat_solve_options *o, uint32_t cap,
 }
 
 /* dB carried across segments multiplies the reachable dB values (sums of
- * inputs instead of one input) and so the DP's time by ~10: too slow for
- * L ~ 340 within the 60 s target, and no gain measured there. */
-#define DB_CARRY_MAX_STAGES 128
+ * inputs instead of one input) and so one DP run's time by ~7-10; the runs
+ * are spread over threads (see pipeline()). */
+
+/* A strict run at `cap` + a binary search over the extra units (the DP
+ * rounds every held value up, wasting up to about a unit per checkpoint);
+ * REMAT_OK unless an error other than infeasibility occurs. */
+static remat_status strict_search(pofo *P, const remat_solve_options *o, remat__pofo_mode mode,
+                                  uint32_t extra, int d, remat_schedule **best, double *best_sim,
+                                  remat_error *err) {
+    remat_status st = try_cap(P, o, P->base_cap, 0, mode, d, best, best_sim, err);
+    if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
+    uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
+    while (st == REMAT_OK && hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, d, best, best_sim, err);
+        if (s2 == REMAT_OK)
+            lo = mid;
+        else if (s2 == REMAT_E_INFEASIBLE)
+            hi = mid;
+        else
+            st = s2;
+    }
+    return st;
+}
+
+static const double speedups[] = {1, 1.5, 2, 3, 4};
+#define N_SPEEDUPS (sizeof speedups / sizeof *speedups)
+#define PIPE_JOBS (2 + 2 * N_SPEEDUPS)
+#define PIPE_THREADS 8
+
+/* pipeline()'s independent jobs: 0, 1 the strict searches without / with dB
+ * carried, then the relaxed plans for each speedup, without / with it. */
+typedef struct pipe_job {
+    const remat_solve_options *o;
+    remat__pofo_mode mode;
+    uint32_t extra;
+    int db;
+    pthread_mutex_t mu;
+    unsigned next;
+    remat_schedule *out[PIPE_JOBS];
+    double sim[PIPE_JOBS];
+    remat_status st[PIPE_JOBS];
+    remat_error err[PIPE_JOBS];
+} pipe_job;
+
+typedef struct pipe_worker {
+    pipe_job *J;
+    pofo P; /* C and sizes shared, OC its own */
+} pipe_worker;
+
+static void run_pipe_job(pofo *P, pipe_job *J, unsigned k) {
+    int d = k < 2 ? (int)k : (int)((k - 2) & 1);
+    if (d && !J->db) return;
+    if (k < 2)
+        J->st[k] = strict_search(P, J->o, J->mode, J->extra, d, &J->out[k], &J->sim[k], &J->err[k]);
+    else
+        J->st[k] = try_cap(P, J->o, P->base_cap, speedups[(k - 2) / 2], J->mode, d, &J->out[k],
+                           &J->sim[k], &J->err[k]);
+    if (J->st[k] == REMAT_E_INFEASIBLE) J->st[k] = REMAT_OK;
+}
+
+static void *pipe_worker_run(void *arg) {
+    pipe_worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->J->mu);
+        unsigned k = w->J->next++;
+        pthread_mutex_unlock(&w->J->mu);
+        if (k >= PIPE_JOBS) return NULL;
+        run_pipe_job(&w->P, w->J, k);
+    }
+}
 
 /* One mode's candidates, all checked by the simulator (see the header):
- * strict plans at the limit and, by a binary search, with a few extra units
- * (the DP rounds every held value up, wasting up to about a unit per
- * checkpoint); relaxed plans for link speedups 1..4. The fastest one gets its
- * prefetches moved earlier and is kept in *best if faster. */
+ * strict plans at the limit and with a few extra units, relaxed plans for
+ * link speedups 1..4, each with dB carried and not (the peak of a plan at a
+ * given cap differs; relaxed plans with dB carried hold prefetched memory
+ * longer, which repair() cannot undo). Jobs run on up to o->threads threads,
+ * each with its own OC table while they fit in max_work_bytes; the results
+ * are merged in job order, so they do not depend on the threads. The
+ * fastest gets its prefetches moved earlier and is kept in *best if faster. */
 static remat_status pipeline(pofo *P, const remat_solve_options *o, remat__pofo_mode mode,
                              uint32_t extra, remat_schedule **best, double *best_sim,
                              remat_error *err) {
+    pipe_job J;
+    memset(&J, 0, sizeof J);
+    J.o = o;
+    J.mode = mode;
+    J.extra = extra;
+    J.db = !(P->flags & REMAT__POFO_NO_DB_CARRY);
+    pthread_mutex_init(&J.mu, NULL);
+    unsigned nt = remat__threads(o->threads);
+    if (nt > PIPE_THREADS) nt = PIPE_THREADS;
+    pipe_worker w[PIPE_THREADS];
+    pthread_t tid[PIPE_THREADS];
+    size_t no = P->n * 2 * P->W * P->W * P->FK; /* checked in alloc_tables */
+    size_t nc = P->L * P->L * P->W, per = sizeof(double) + sizeof(int32_t);
+    uint64_t max_work = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    uint64_t used = (uint64_t)(nc + no) * per;
+    unsigned started = 0;
+    w[0].J = &J;
+    w[0].P = *P;
+    while (started + 1 < nt && used + (uint64_t)no * per <= max_work) {
+        pipe_worker *x = &w[started + 1];
+        x->J = &J;
+        x->P = *P;
+        x->P.otab = remat__calloc(no, sizeof(double));
+        x->P.ochoice = remat__calloc(no, sizeof(int32_t));
+        if (x->P.otab && x->P.ochoice &&
+            pthread_create(&tid[started], NULL, pipe_worker_run, x) == 0) {
+            started++;
+            used += (uint64_t)no * per;
+            continue;
+        }
+        free(x->P.otab);
+        free(x->P.ochoice);
+        break;
+    }
+    pipe_worker_run(&w[0]);
+    for (unsigned t = 0; t < started; t++) {
+        pthread_join(tid[t], NULL);
+        free(w[t + 1].P.otab);
+        free(w[t + 1].P.ochoice);
+    }
+    pthread_mutex_destroy(&J.mu);
     remat_schedule *mine = NULL;
     double mine_sim = 0;
-    int db = !(P->flags & REMAT__POFO_NO_DB_CARRY) && P->n <= DB_CARRY_MAX_STAGES;
     remat_status st = REMAT_OK;
-    /* with dB carried or not: the peak of a plan at a given cap differs */
-    for (int d = 0; st == REMAT_OK && d <= db; d++) {
-        st = try_cap(P, o, P->base_cap, 0, mode, d, &mine, &mine_sim, err);
-        if (st == REMAT_E_INFEASIBLE) st = REMAT_OK;
-        uint32_t lo = 0, hi = extra + 1; /* extra units: lo fits (or is the base) */
-        while (st == REMAT_OK && hi - lo > 1) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            remat_status s2 = try_cap(P, o, P->base_cap + mid, 0, mode, d, &mine, &mine_sim, err);
-            if (s2 == REMAT_OK)
-                lo = mid;
-            else if (s2 == REMAT_E_INFEASIBLE)
-                hi = mid;
-            else
-                st = s2;
+    for (unsigned k = 0; k < PIPE_JOBS; k++) {
+        if (J.st[k] != REMAT_OK && st == REMAT_OK) {
+            st = J.st[k];
+            if (err) *err = J.err[k];
         }
-    }
-    static const double speedups[] = {1, 1.5, 2, 3, 4};
-    /* relaxed plans with dB carried hold prefetched memory longer, which
-     * repair() cannot undo: try them both ways */
-    for (size_t k = 0; st == REMAT_OK && k < 2 * (sizeof speedups / sizeof *speedups); k++) {
-        if ((k & 1) && !db) continue;
-        remat_status s2 = try_cap(P, o, P->base_cap, speedups[k / 2], mode, (int)(k & 1), &mine,
-                                  &mine_sim, err);
-        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
+        if (J.out[k] && (!mine || J.sim[k] < mine_sim)) {
+            remat_schedule_free(mine);
+            mine = J.out[k];
+            mine_sim = J.sim[k];
+        } else {
+            remat_schedule_free(J.out[k]);
+        }
     }
     if (st == REMAT_OK && mine) st = shift_pres(P->c, mine, o->memory, o->bandwidth, &mine_sim, err);
     if (st == REMAT_OK && mine && (!*best || mine_sim < *best_sim)) {
@@ -729,35 +916,97 @@ static remat_status pipeline(pofo *P, const remat_solve_options *o, remat__pofo_
     return st;
 }
 
-/* Carry-mode candidates: the DP with dF carried (oc_carry()) in CARRY_LEVELS
- * levels, for link speedups 1 and 1.5, repaired and kept in *best if faster.
- * Skipped (REMAT_OK) when its OC table would exceed CARRY_MAX_BYTES or
- * max_work_bytes: the extra dimension multiplies OC by CARRY_LEVELS. */
-#define CARRY_LEVELS 33
+/* Carry-mode candidates: the DP with dF carried (oc_carry()) in
+ * carry_levels() levels at CARRY_RUNS caps from the limit to limit + extra,
+ * for the real link speed, repaired and kept in *best if faster. The runs
+ * are independent: worker threads share the table C and each has its own
+ * sparse OC, all of them within min(max_work_bytes, CARRY_MAX_BYTES);
+ * a run that would need more is skipped. */
+#define CARRY_RUNS 5
 #define CARRY_MAX_BYTES ((uint64_t)256 << 20)
-static remat_status carry_pipeline(const remat_chain *c, const remat_solve_options *o,
-                                   remat__pofo_mode mode, uint32_t values, remat_schedule **best,
-                                   double *best_sim, remat_error *err) {
-    uint64_t lim = o->max_work_bytes && o->max_work_bytes < CARRY_MAX_BYTES ? o->max_work_bytes
-                                                                            : CARRY_MAX_BYTES;
-    pofo P;
-    remat_error e;
-    uint32_t extra = (uint32_t)(c->n + 2 < values / 4u + 1 ? c->n + 2 : values / 4u + 1);
-    remat_status st = ctx_init(&P, c, o->memory, values, extra, CARRY_LEVELS, lim, &e);
-    if (st == REMAT_E_TOO_LARGE) return REMAT_OK;
-    if (st != REMAT_OK) {
-        if (err) *err = e;
-        return st;
+
+/* dF levels: fewer on long chains, where the DP's time (reachable states x
+ * the O(L) segment loop) would pass the time targets. */
+static size_t carry_levels(size_t n) { return n <= 80 ? 33 : n <= 160 ? 17 : 9; }
+
+typedef struct carry_job {
+    const pofo *base;
+    const remat_solve_options *o;
+    remat__pofo_mode mode;
+    uint32_t extra;
+    pthread_mutex_t mu;
+    unsigned next;
+    remat_schedule *out[CARRY_RUNS];
+    remat_status st[CARRY_RUNS];
+    remat_error err[CARRY_RUNS];
+} carry_job;
+
+static void *carry_worker(void *arg) {
+    carry_job *J = arg;
+    pofo W = *J->base; /* C, sizes shared read-only; own OC */
+    W.hcount = 0;
+    W.hash = (uint64_t)W.hcap * sizeof *W.hash <= W.hmax ? remat__calloc(W.hcap, sizeof *W.hash)
+                                                          : NULL;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        unsigned k = J->next++;
+        pthread_mutex_unlock(&J->mu);
+        if (k >= CARRY_RUNS) break;
+        double sim = 0;
+        if (!W.hash) { /* no room: skipped, like a run whose states outgrow it */
+            J->st[k] = REMAT_E_TOO_LARGE;
+            continue;
+        }
+        J->st[k] = try_cap(&W, J->o, W.base_cap + J->extra * k / (CARRY_RUNS - 1), 1, J->mode, 0,
+                           &J->out[k], &sim, &J->err[k]);
     }
+    free(W.hash);
+    return NULL;
+}
+
+static remat_status carry_pipeline(pofo *P0, const remat_solve_options *o,
+                                   remat__pofo_mode mode, uint32_t extra, remat_schedule **best,
+                                   double *best_sim, remat_error *err) {
+    pofo P = *P0;
+    remat_status st = REMAT_OK;
+    carry_job J;
+    memset(&J, 0, sizeof J);
+    J.base = &P;
+    J.o = o;
+    J.mode = mode;
+    J.extra = extra;
+    pthread_mutex_init(&J.mu, NULL);
+    unsigned nt = remat__threads(o->threads);
+    if (nt > CARRY_RUNS) nt = CARRY_RUNS;
+    if (nt < 1) nt = 1;
+    P.hmax /= nt; /* the work limit holds for all workers together */
+    pthread_t tid[CARRY_RUNS];
+    unsigned started = 0;
+    while (started + 1 < nt && started + 1 < CARRY_RUNS &&
+           pthread_create(&tid[started], NULL, carry_worker, &J) == 0)
+        started++;
+    carry_worker(&J);
+    for (unsigned t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&J.mu);
+    /* merged in cap order, so the result does not depend on the threads */
     remat_schedule *mine = NULL;
     double mine_sim = 0;
-    for (uint32_t k = 0; st == REMAT_OK && k <= 4; k++) {
-        remat_status s2 =
-            try_cap(&P, o, P.base_cap + extra * k / 4, 1, mode, 0, &mine, &mine_sim, err);
-        if (s2 != REMAT_OK && s2 != REMAT_E_INFEASIBLE) st = s2;
+    for (unsigned k = 0; k < CARRY_RUNS; k++) {
+        remat_status s2 = J.st[k];
+        if (s2 == REMAT_E_TOO_LARGE || s2 == REMAT_E_INFEASIBLE) s2 = REMAT_OK;
+        if (s2 != REMAT_OK && st == REMAT_OK) {
+            st = s2;
+            if (err) *err = J.err[k];
+        }
+        if (J.out[k] && (!mine || J.out[k]->time < mine_sim)) {
+            remat_schedule_free(mine);
+            mine = J.out[k];
+            mine_sim = mine->time;
+        } else {
+            remat_schedule_free(J.out[k]);
+        }
     }
-    pofo_free(&P);
-    if (st == REMAT_OK && mine) st = shift_pres(c, mine, o->memory, o->bandwidth, &mine_sim, err);
+    if (st == REMAT_OK && mine) st = shift_pres(P.c, mine, o->memory, o->bandwidth, &mine_sim, err);
     if (st == REMAT_OK && mine) mine->time = mine_sim; /* every carry plan is repaired */
     if (st == REMAT_OK && mine && (!*best || mine_sim < *best_sim)) {
         remat_schedule_free(*best);
@@ -795,9 +1044,25 @@ remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_opt
     if (st == REMAT_OK && mode == REMAT__POFO_FULL)
         st = pipeline(&P, o, REMAT__POFO_OFFLOAD_ONLY, extra, &best, &best_sim, err);
     pofo_free(&P);
-    if (st == REMAT_OK) st = carry_pipeline(c, o, mode, values, &best, &best_sim, err);
-    if (st == REMAT_OK && mode == REMAT__POFO_FULL)
-        st = carry_pipeline(c, o, REMAT__POFO_OFFLOAD_ONLY, values, &best, &best_sim, err);
+    if (st == REMAT_OK && !(flags & REMAT__POFO_NO_CARRY)) { /* one C for both modes */
+        uint64_t lim = o->max_work_bytes && o->max_work_bytes < CARRY_MAX_BYTES
+                           ? o->max_work_bytes
+                           : CARRY_MAX_BYTES;
+        remat_error e;
+        st = ctx_init(&P, c, o->memory, values, extra, carry_levels(c->n), lim, &e);
+        if (st == REMAT_E_TOO_LARGE) {
+            st = REMAT_OK; /* skipped */
+        } else if (st != REMAT_OK) {
+            if (err) *err = e;
+        } else {
+            free(P.hash); /* each worker has its own */
+            P.hash = NULL;
+            st = carry_pipeline(&P, o, mode, extra, &best, &best_sim, err);
+            if (st == REMAT_OK && mode == REMAT__POFO_FULL)
+                st = carry_pipeline(&P, o, REMAT__POFO_OFFLOAD_ONLY, extra, &best, &best_sim, err);
+            pofo_free(&P);
+        }
+    }
     if (st != REMAT_OK) {
         remat_schedule_free(best);
         return st;

@@ -21,8 +21,9 @@ remat_status remat__pofo_plan(const remat_chain *c, uint64_t memory, uint32_t va
 
 /* remat__solve_pofo() with parts of its search switched off (for tests and
  * measurements): REMAT__POFO_NO_DB_CARRY keeps each prefetch within the
- * backward of the segment right after its own (no dB carried further). */
-enum { REMAT__POFO_NO_DB_CARRY = 1 };
+ * backward of the segment right after its own (no dB carried further);
+ * REMAT__POFO_NO_CARRY skips the carry-mode (dF) candidates. */
+enum { REMAT__POFO_NO_DB_CARRY = 1, REMAT__POFO_NO_CARRY = 2 };
 remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_options *o,
                                      unsigned flags, remat_schedule **out, remat_error *err);
 
