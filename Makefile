@@ -6,6 +6,8 @@ BUILD   ?= build
 OPT     ?= -O2 -g
 SAN     ?=
 PREFIX  ?= /usr/local
+# The interpreter of the tests, benchmarks and figures: the venv `make deps` makes.
+PYTHON  ?= $(CURDIR)/.venv/bin/python
 CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Iinclude -D_POSIX_C_SOURCE=200809L -pthread \
              -fPIC -MMD -MP $(OPT) $(SAN) $(CFLAGS)
 LDLIBS_ALL = -lcjson -lm -pthread $(SAN) $(LDFLAGS)
@@ -21,7 +23,7 @@ TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test asan bench figures install deps demo clean
+.PHONY: all test asan check bench figures install deps demo clean
 all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 
 $(BUILD)/obj/%.o: %.c
@@ -54,19 +56,22 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a
 
 # The whole suite: C tests, CLI tests, then the Python tests (skipped under ASan).
 test: all $(TEST_BIN)
-	BUILD=$(BUILD) PYTHON_TESTS=$(if $(SAN),0,1) sh tests/run_tests.sh
+	BUILD=$(BUILD) PYTHON=$(PYTHON) PYTHON_TESTS=$(if $(SAN),0,1) sh tests/run_tests.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
+
+# Everything CI runs (the README's test command is `make deps && make check`).
+check: test asan
 
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
 
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img.
 figures: all
-	/usr/bin/python3 bench/join_figures.py --remat $(BUILD)/remat --out docs/img
-	/usr/bin/python3 bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
+	$(PYTHON) bench/join_figures.py --remat $(BUILD)/remat --out docs/img
+	$(PYTHON) bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
 
 demo: all
 	./$(BUILD)/remat info examples/resnet101-b16-500.json

@@ -26,7 +26,7 @@ done
 if [ "${PYTHON_TESTS:-1}" = 1 ] && ls tests/python/test_*.py >/dev/null 2>&1; then
     echo "== python tests"
     REMAT_LIB="$PWD/$BUILD/libremat.so" PYTHONPATH="$PWD/python" \
-        /usr/bin/python3 tests/python/run.py >"$out" 2>&1
+        "${PYTHON:-.venv/bin/python}" tests/python/run.py >"$out" 2>&1
     cat "$out"; count "$out"
 fi
 rm -f "$out"
