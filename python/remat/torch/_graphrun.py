@@ -388,7 +388,8 @@ class _StageRun(StageRun):
 
 def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[Any],
                   repeat: int, progress: Any) -> Tuple[List[Dict[str, Any]], int, int, int]:
-    """Measures every stage: (stage dicts, input bytes, input grad bytes, held bytes)."""
+    """Measures every stage: (stage dicts, the output stage's last, input
+    bytes, input grad bytes, held bytes)."""
     feeds = prog.feeds(model, flat_inputs)
     env: Dict[fx.Node, Any] = {ph: v.clone() if isinstance(v, torch.Tensor) and
                                prog.ph_spec[ph][0] == "BUFFER" else v for ph, v in feeds.items()}
@@ -412,6 +413,8 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
                     free |= keys_of(ts)
             prev = st.boundary
             progress.update(st.index, prog.n_stages, "stages profiled")
+    out.append({"name": "output", "fwd_time": 0.0, "bwd_time": 0.0, "out_bytes": 0,
+                "saved_bytes": 0})  # the caller's loss: outside the model
     ins = [feeds[ph] for ph in prog.input_acts]
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)

@@ -1,11 +1,14 @@
 """remat.torch.checkpoint(): any model, a byte budget, eager training."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
+import tempfile
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.utils._pytree as pytree
@@ -228,12 +231,16 @@ def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any])
     program: Any = None
     why = ""
     mode = cfg["capture"]
+    export_log = ""
     if mode in ("auto", "graph"):
         try:
-            with torch.autocast("cpu", enabled=False), _no_cuda_autocast():
+            with _stderr_to(export_log_file := tempfile.TemporaryFile("w+")), \
+                    torch.autocast("cpu", enabled=False), _no_cuda_autocast():
                 program = GraphRun.capture(model, args, kwargs, cfg["max_stages"])
             why = "torch.export captured the whole model"
+            _replay(export_log_file)
         except Exception as e:  # export raises many kinds; the fallback says why
+            export_log = _read(export_log_file)
             if mode == "graph":
                 raise G.CaptureError("remat: torch.export failed: %s" % _first_line(e)) from e
             why = "torch.export failed: %s" % _first_line(e)
@@ -247,11 +254,40 @@ def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any])
             warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=3)
     progress.note("%s path: %s" % (program.path, why or "module-level stages"))
     chain, held, info = _profiled(program, module, args, kwargs, cfg, progress)
-    info.update(path=program.path, why=why or "capture='modules'")
+    info.update(path=program.path, why=why or "capture='modules'", export_log=export_log)
     entry = Entry(program, chain, held, info)
     entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress)
     progress.close()
     return entry
+
+
+@contextlib.contextmanager
+def _stderr_to(f: Any) -> Iterator[None]:
+    """File descriptor 2 into f: a failed export prints whole graphs there;
+    the fallback's warning says why in one line instead."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _read(f: Any) -> str:
+    f.seek(0)
+    text = f.read()
+    f.close()
+    return text
+
+
+def _replay(f: Any) -> None:
+    """What a successful export printed (the model's own warnings) goes out."""
+    text = _read(f)
+    if text:
+        sys.stderr.write(text)
 
 
 class _no_cuda_autocast:
@@ -288,8 +324,6 @@ def _profiled(program: Any, module: RematModule, args: tuple, kwargs: dict,
             pass
     stages, in_bytes, in_grad, held = program.profile(module, args, kwargs, cfg["repeat"],
                                                       progress)
-    stages.append({"name": "output", "fwd_time": 0.0, "bwd_time": 0.0, "out_bytes": 0,
-                   "saved_bytes": 0})
     meta = {"profile": {"key": key, "path": program.path, "stages": program.stage_names(),
                         "held_bytes": held, "torch": torch.__version__,
                         "repeat": cfg["repeat"], "device": str(program.device)}}
