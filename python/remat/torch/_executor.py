@@ -44,7 +44,8 @@ class _Boundary(torch.autograd.Function):
     """Identity over the activations crossing the end of stage j."""
 
     @staticmethod
-    def forward(ctx: Any, step: "Step", j: int, *xs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(ctx: Any, step: Optional["Step"], j: int, *xs: torch.Tensor
+                ) -> Tuple[torch.Tensor, ...]:
         ctx.step, ctx.j = step, j
         return tuple(x.detach() for x in xs)
 
@@ -56,7 +57,7 @@ class _Boundary(torch.autograd.Function):
         return (None, None) + grads
 
 
-def boundary(step: "Step", j: int, xs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+def boundary(step: Optional["Step"], j: int, xs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     """xs passed through stage j's boundary node (those that require grad)."""
     idx = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.requires_grad]
     if not idx or not torch.is_grad_enabled():
@@ -108,6 +109,14 @@ class RngState:
             for d, s in zip(self.devices, self.cuda):
                 torch.cuda.set_rng_state(s, d)
             yield
+
+
+def rng_state_bytes(device: torch.device) -> int:
+    """What a RngState holds: the CPU generator's state, and the device's."""
+    n = torch.get_rng_state().nbytes
+    if device.type == "cuda":
+        n += torch.cuda.get_rng_state(device).nbytes
+    return n
 
 
 class AutocastState:

@@ -81,8 +81,21 @@ class NodeFacts:
 
 
 def _is_random(node: fx.Node) -> bool:
+    """Draws random numbers. A dropout (or attention) whose probability
+    argument is 0, or whose train argument is False, draws none."""
     tags = getattr(node.target, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    if torch.Tag.nondeterministic_seeded not in tags:
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return True
+    for i, a in enumerate(schema.arguments):
+        if a.name not in ("p", "dropout_p", "train"):
+            continue
+        v = node.args[i] if i < len(node.args) else node.kwargs.get(a.name, a.default_value)
+        if (a.name == "train" and v is False) or (a.name != "train" and v == 0):
+            return False
+    return True
 
 
 def analyze(gm: fx.GraphModule, calls: Sequence[fx.Node],
@@ -95,6 +108,9 @@ def analyze(gm: fx.GraphModule, calls: Sequence[fx.Node],
     for n in gm.graph.nodes:
         if n.op == "get_attr":
             env[n] = _fetch_attr(gm, n.target)
+    # Kernels such as batch_norm update running statistics without moving
+    # their version counter: compare the placeholders' values instead.
+    before = {ph: v.detach().clone() for ph, v in feeds.items() if isinstance(v, torch.Tensor)}
     for pos, n in enumerate(calls):
         args = fx.node.map_arg(n.args, lambda a: env[a])
         kwargs = fx.node.map_arg(n.kwargs, lambda a: env[a])
@@ -115,7 +131,17 @@ def analyze(gm: fx.GraphModule, calls: Sequence[fx.Node],
         facts[n] = NodeFacts(pos, [storage_key(t) for t in outs], isinstance(out, torch.Tensor),
                              any(t.requires_grad for t in outs), saved, mutated,
                              {storage_key(t)[0] for t in ins}, _is_random(n), seconds)
+    changed = {storage_key(feeds[ph])[0] for ph, v in before.items()
+               if not _same(v, feeds[ph])}
+    for n in calls:  # a changed placeholder: each node reading it may write it
+        facts[n].mutated |= facts[n].inputs & changed
     return facts
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(
+        torch.equal(a, b) if not a.is_floating_point() else
+        torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0)))
 
 
 def _fetch_attr(gm: fx.GraphModule, target: str) -> Any:
@@ -310,7 +336,35 @@ def _subgraph(root: fx.GraphModule, name: str, nodes: Sequence[fx.Node],
         if n.op not in ("placeholder", "output") and not n.users and not n.is_impure() \
                 and not _is_random(n):
             g.erase_node(n)
-    return fx.GraphModule(root, g, class_name=name)
+    gm = fx.GraphModule(root, g, class_name=name)
+    _box(gm)
+    return gm
+
+
+def _box(gm: fx.GraphModule) -> None:
+    """Boxed calling convention where this torch has it: the module takes one
+    list and empties it, so an input can be freed after its last use inside
+    the stage, as in eager mode, instead of living until the stage returns."""
+    codegen = getattr(fx.graph, "_BoxedCodeGen", None)
+    gm.remat_boxed = False  # type: ignore[assignment]
+    if codegen is None:
+        return
+    try:
+        gm.graph.set_codegen(codegen())
+        gm.recompile()
+        gm.remat_boxed = True  # type: ignore[assignment]
+    except Exception:  # an older torch whose codegen differs: plain calls
+        gm.graph.set_codegen(fx.graph.CodeGen())
+        gm.recompile()
+
+
+def call(gm: fx.GraphModule, args: List[Any]) -> Any:
+    """Runs a stage module on `args` (emptied when the module is boxed)."""
+    if gm.remat_boxed:
+        return gm(args)
+    out = gm(*args)
+    args.clear()
+    return out
 
 
 def build_stage(root: fx.GraphModule, index: int, name: str, nodes: List[fx.Node],

@@ -9,8 +9,9 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 from . import _graph as G
-from ._executor import Runner, Step, boundary
-from ._profile import StageRun, dense_bytes, keys_of, measure, unique_bytes
+from ._executor import Runner, Step, boundary, rng_state_bytes
+from ._profile import (RESERVE, StageRun, dense_bytes, keys_of, measure, through_boundary,
+                       unique_bytes)
 
 _HELD = threading.local()
 
@@ -89,6 +90,7 @@ class GraphRun(Runner):
                 raise G.CaptureError("the exported program has a %s output, which remat "
                                      "cannot run" % kind.lower())
         self.out_spec = ep.call_spec.out_spec
+        self.returns_loss = _returns_loss(self.outputs, self.out_spec)
         self.calls = [n for n in nodes if n.op in G.CALL_OPS]
         if not self.calls:
             raise G.CaptureError("the exported graph computes nothing")
@@ -266,8 +268,10 @@ class GraphRun(Runner):
             if st.random:
                 step.record_rng(j)
             args = [env[a] for a in st.inputs]
+            for a in self.drop_after.get(j, ()):
+                env.pop(a, None)  # only `args` holds them now: freed inside the stage
             with step.main_stage(j), HeldRegistry(step.free_storages):
-                outs = st.gm(*args)
+                outs = G.call(st.gm, args)
             for o, v in zip(st.outputs, outs):
                 env[o] = v
                 if o in self.held:
@@ -283,9 +287,9 @@ class GraphRun(Runner):
                     with torch.no_grad():
                         env[ph].copy_(env[src])
             a_j = bnd if j < self.n_stages else [env[o] for o in st.re_outputs]
+            del outs, bnd, v
             step.after_main(j, a_j)
-            for a in self.drop_after.get(j, ()):
-                env.pop(a, None)
+            del a_j
         step.finish_forward()
         return [env[o] if isinstance(o, fx.Node) else o for o in self.outputs]
 
@@ -310,7 +314,7 @@ class GraphRun(Runner):
         try:
             if not keep:
                 with torch.no_grad():
-                    outs = st.gm_re(*args)
+                    outs = G.call(st.gm_re, args)
                 return [o.detach() for o in outs], None
             saved: List[torch.Tensor] = []
             free = step.free_storages
@@ -322,11 +326,26 @@ class GraphRun(Runner):
                 saved.append(d)
                 return d
             with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                outs = st.gm_re(*args)
+                outs = G.call(st.gm_re, args)
             return [o.detach() for o in outs], saved
         finally:
             for x in mutated_clones:
                 step.free_storages.discard(free_key(x))
+
+
+def _returns_loss(outputs: List[Any], spec: Any) -> bool:
+    """Whether an output named "loss" (a ModelOutput's, a dict's) is a scalar."""
+    try:
+        paths = [p for p, _ in pytree.tree_flatten_with_path(
+            pytree.tree_unflatten(list(range(len(outputs))), spec))[0]]
+    except Exception:  # an output type pytree cannot walk: assume none
+        return False
+    for path, o in zip(paths, outputs):
+        names = [str(getattr(k, "key", getattr(k, "name", ""))) for k in path]
+        val = o.meta.get("val") if isinstance(o, fx.Node) else None
+        if names and names[-1] == "loss" and val is not None and getattr(val, "dim", lambda: -1)() == 0:
+            return True
+    return False
 
 
 def _cuda_devices(values: Any) -> List[int]:
@@ -355,6 +374,7 @@ class _StageRun(StageRun):
                 if grad and v.is_floating_point():
                     v.requires_grad_(True)
                 leaves.append(v)
+                v = through_boundary([v])[0] if grad else v
             elif a in st.mutated:
                 v = v.clone()
             elif self.prog.ph_spec.get(a, ("",))[0] == "PARAMETER":
@@ -373,10 +393,10 @@ class _StageRun(StageRun):
         if grad:
             with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
                     pack, lambda t: t), HeldRegistry(free):
-                outs = st.gm(*args)
+                outs = G.call(st.gm, args)
         else:
             with torch.no_grad(), HeldRegistry(free):
-                outs = st.gm(*args)
+                outs = G.call(st.gm, args)
         self.last = dict(zip(st.outputs, outs))
         a = [self.last[b] for b in (st.boundary if st.boundary else st.re_outputs)]
         graph_outs = a
@@ -401,16 +421,20 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
         prev: Sequence[fx.Node] = prog.input_acts
         for st in prog.stages:
             run = _StageRun(prog, st, env, prev, free)
-            info = measure(run, repeat, device, outputs_held=not st.boundary)
+            info = measure(run, repeat, device, outputs_held=not st.boundary,
+                           loss_output=prog.returns_loss)
             held_bytes += info.pop("held_outputs")
             out.append(info)
-            run.fwd(True)  # the values the next stages read
-            for o, v in run.last.items():
+            for o, v in run.last.items():  # the values the next stages read
                 env[o] = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), v)
                 if o in prog.held:
                     ts = G.tensors_in(env[o])
                     held_bytes += unique_bytes(ts, free)
                     free |= keys_of(ts)
+                if st.boundary and o in prog.outputs and o in prog.acts and not prog.returns_loss:
+                    # returned before the last stage: the caller's loss sends it a
+                    # gradient at the start of the backward, alive until this stage's B
+                    held_bytes += dense_bytes(G.tensors_in(env[o]))
             prev = st.boundary
             progress.update(st.index, prog.n_stages, "stages profiled")
     out.append({"name": "output", "fwd_time": 0.0, "bwd_time": 0.0, "out_bytes": 0,
@@ -418,6 +442,8 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
     ins = [feeds[ph] for ph in prog.input_acts]
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
+    held_bytes += sum(1 for st in prog.stages if st.random) * rng_state_bytes(device)
+    held_bytes += RESERVE
     return out, unique_bytes(ins), dense_bytes(ins), held_bytes
 
 

@@ -32,9 +32,10 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from . import _graph as G
-from ._executor import Runner, Step, boundary
+from ._executor import Runner, Step, boundary, rng_state_bytes
 from ._memory import PeakMeter
-from ._profile import StageRun, dense_bytes, keys_of, measure, unique_bytes
+from ._profile import (RESERVE, StageRun, dense_bytes, keys_of, measure, through_boundary,
+                       unique_bytes)
 
 FreeKey = Tuple[str, int]
 
@@ -287,9 +288,7 @@ class ModuleRun(Runner):
             # comes from the schedule's store: holding it here would keep it).
             dargs, dkwargs = _set_slots(_detached(args), _detached(kwargs), blk.in_slots,
                                         [None] * len(blk.in_slots))
-            stateful = [b for b in blk.module.buffers()]
-            step.ctx[j] = (dargs, dkwargs, [b.detach().clone() for b in stateful],
-                           [b._version for b in stateful])
+            step.ctx[j] = (dargs, dkwargs, [b.detach().clone() for b in blk.module.buffers()])
             step.record_rng(j)
             state["hooks"] = step.main_stage(j)
             state["hooks"].__enter__()
@@ -308,8 +307,10 @@ class ModuleRun(Runner):
                 for i, v in zip(blk.out_leaves, a):
                     leaves[i] = v
                 out = pytree.tree_unflatten(leaves, spec)
-            dargs, dkwargs, snaps, versions = step.ctx[j]
-            moved = [b._version != v for b, v in zip(blk.module.buffers(), versions)]
+            dargs, dkwargs, snaps = step.ctx[j]
+            # Values, not versions: batch_norm updates its statistics in place
+            # without moving their version counter.
+            moved = [not torch.equal(b, s) for b, s in zip(blk.module.buffers(), snaps)]
             step.ctx[j] = (dargs, dkwargs, [s if m else None for s, m in zip(snaps, moved)])
             step.after_main(j, a)
             state["out"] = a
@@ -363,6 +364,7 @@ class ModuleRun(Runner):
         in_grad = dense_bytes([t for t in first_in if isinstance(t, torch.Tensor)])
         rest = max(0.0, plain["time"] - t_blocks)
         held = plain["prologue"] + plain["held_args"] + plain["outputs"]
+        held += self.n_stages * rng_state_bytes(device) + RESERVE
         self._epilogue = {"name": "epilogue", "fwd_time": rest / 3, "bwd_time": 2 * rest / 3,
                           "out_bytes": 0, "saved_bytes": plain["epilogue"],
                           "fwd_overhead": 0, "bwd_overhead": 0}
@@ -454,7 +456,8 @@ class _BlockRun(StageRun):
         blk = self.blk
         ins = [t.detach().requires_grad_(grad and t.is_floating_point())
                for t in _get_slots(self.args, self.kwargs, blk.in_slots)]
-        args, kwargs = _set_slots(self.args, self.kwargs, blk.in_slots, ins)
+        args, kwargs = _set_slots(self.args, self.kwargs, blk.in_slots,
+                                  through_boundary(ins) if grad else ins)
         params = {n: self.proxy(p) for n, p in blk.module.named_parameters()}
         bufs = {n: b.clone() for n, b in blk.module.named_buffers()}
         saved: List[torch.Tensor] = []
