@@ -13,13 +13,15 @@ import json
 import weakref
 
 from . import _lib
+from ._curves import Curve, Event, JoinCurve, Timeline, curve, join_curve, timeline
 from ._lib import (InfeasibleError, InputError, InternalError, NoMemoryError, RematError,
                    RematIOError, TooLargeError)
 
 __version__ = _lib.VERSION_STRING
 __all__ = ["Chain", "Schedule", "SimResult", "Plan", "solve", "simulate", "plan", "parse_size",
            "min_memory", "store_all_cost", "RematError", "InputError", "InfeasibleError",
-           "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__"]
+           "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__",
+           "curve", "Curve", "timeline", "Timeline", "Event", "join_curve", "JoinCurve"]
 
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")

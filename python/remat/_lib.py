@@ -5,10 +5,12 @@ prototypes, loads the library, checks its version and turns statuses into
 exceptions. Library handles are released by finalizers in remat/__init__.py.
 
 The library is found through, in order: the REMAT_LIB environment variable
-(a path), ../../build/libremat.so relative to this package, then the system
+(a path), libremat.so inside the installed package (pip install), the
+Makefile's ../../build/libremat.so relative to this package, then the system
 loader ("libremat.so.0" / "libremat.so").
 """
 import ctypes
+import importlib.resources
 import os
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64,
                     c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
@@ -129,12 +131,30 @@ class ExecPlan(Structure):
                 ("first_backward", c_size_t), ("peak_bytes", c_uint64), ("time", c_double)]
 
 
+def package_file(name):
+    """Path of a file shipped inside the installed package (the wheel puts
+    libremat.so and bin/remat there), or None. importlib.resources also sees
+    the files of an editable install, which live outside the source tree."""
+    try:
+        path = importlib.resources.files(__package__).joinpath(name)
+    except (ImportError, TypeError):
+        return None
+    return os.fspath(path) if path.is_file() and hasattr(path, "__fspath__") else None
+
+
+def build_tree_file(name):
+    """Path of `name` in the Makefile's build/ next to python/ (development)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "..", "build", name)
+
+
 def _candidates():
     env = os.environ.get("REMAT_LIB")
     if env:
         return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    return [os.path.join(here, "..", "..", "build", "libremat.so"), "libremat.so.0", "libremat.so"]
+    inside = package_file("libremat.so")
+    return ([inside] if inside else []) + [build_tree_file("libremat.so"), "libremat.so.0",
+                                           "libremat.so"]
 
 
 def _load():
