@@ -23,7 +23,7 @@ TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test asan check bench figures install deps demo clean
+.PHONY: all test asan check bench figures install deps demo clean wheel test-installed lint
 all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 
 $(BUILD)/obj/%.o: %.c
@@ -63,7 +63,37 @@ asan:
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
 # Everything CI runs (the README's test command is `make deps && make check`).
-check: test asan
+check: test lint test-installed asan
+
+# The wheel `pip install .` would install (scikit-build-core, CMakeLists.txt),
+# built offline with the backend in .venv and warnings as errors.
+wheel:
+	rm -rf $(BUILD)/wheel
+	$(PYTHON) -m pip wheel . --no-build-isolation --no-deps --no-index -q -w $(BUILD)/wheel \
+	    --config-settings=cmake.define.REMAT_WERROR=ON
+
+# The binding, entry-point and plot tests against that wheel installed in a
+# throwaway venv: no PYTHONPATH, no REMAT_LIB, the `remat` of the venv. The
+# test tools (pytest, matplotlib) come from .venv through a .pth file that
+# puts its site-packages after the venv's own, so `import remat` finds the wheel.
+INSTALLED_VENV = $(BUILD)/venv-installed
+INSTALLED_TESTS = tests/python/test_binding.py tests/python/test_packaging.py \
+                  tests/python/test_plot.py
+test-installed: wheel
+	rm -rf $(INSTALLED_VENV)
+	$(PYTHON) -m venv --without-pip $(INSTALLED_VENV)
+	$(PYTHON) -m pip --python $(INSTALLED_VENV)/bin/python install -q --no-index --no-deps \
+	    $(BUILD)/wheel/remat-*-py3-none-*.whl
+	$(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+	    "$$($(INSTALLED_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/dev-tools.pth"
+	env -u PYTHONPATH -u REMAT_LIB -u REMAT_CLI PATH="$(abspath $(INSTALLED_VENV))/bin:$$PATH" \
+	    REMAT_EXPECT_INSTALLED=1 $(INSTALLED_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(INSTALLED_TESTS)
+
+# Static checks of the Python package: ruff and mypy --strict (pyproject.toml).
+lint:
+	$(PYTHON) -m ruff check
+	$(PYTHON) -m mypy
 
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
