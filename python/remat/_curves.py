@@ -12,7 +12,8 @@ import os
 from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_int, c_size_t, c_uint32, \
     c_uint64
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Union
 
 from . import _lib
 from ._lib import InputError
@@ -76,12 +77,12 @@ def _declare() -> None:
 _declare()
 
 
-def _call(fn: ctypes._CFuncPtr, *args: object) -> None:
+def _call(fn: Callable[..., int], *args: object) -> None:
     err = _lib.Error()
     _lib.check(fn(*args, ctypes.byref(err)), err)
 
 
-def bandwidth_per_unit(bandwidth: Union[float, int, str], time_unit: str) -> float:
+def bandwidth_per_unit(bandwidth: float | int | str, time_unit: str) -> float:
     """Bytes per time unit of the chain from a number (already per time unit)
     or a text "SIZE/s" such as "12GB/s", by the rules of `remat --bandwidth`."""
     from . import parse_size
@@ -92,7 +93,7 @@ def bandwidth_per_unit(bandwidth: Union[float, int, str], time_unit: str) -> flo
             if per_unit is None:
                 raise InputError('bandwidth: the chain\'s time_unit "%s" is not s, ms, us or ns; '
                                  "give bytes per time unit instead" % time_unit)
-            return parse_size(text[:-2]) * per_unit
+            return float(parse_size(text[:-2]) * per_unit)
         try:
             value = float(text)
         except ValueError:
@@ -112,7 +113,7 @@ class Curve:
     point is the smallest memory the algorithm meets."""
 
     algorithm: str
-    points: List[Tuple[int, float]]
+    points: list[tuple[int, float]]
 
     @property
     def min_memory(self) -> int:
@@ -120,8 +121,8 @@ class Curve:
 
 
 def curve(chain: Chain, algorithm: str = "optimal", points: int = 0,
-          memory: Union[int, str, None] = None, slots: Optional[int] = None,
-          segments: Optional[int] = None, bandwidth: Union[float, str, None] = None,
+          memory: int | str | None = None, slots: int | None = None,
+          segments: int | None = None, bandwidth: float | str | None = None,
           threads: int = 0) -> Curve:
     """remat_curve_compute(): the best time for limits from the smallest
     feasible memory up to the store-all peak (or `memory`). `points` caps the
@@ -166,8 +167,8 @@ class Timeline:
     compute_idle: float
     d2h_idle: float
     h2d_idle: float
-    events: List[Event]
-    memory: List[Tuple[float, int]]
+    events: list[Event]
+    memory: list[tuple[float, int]]
 
     @property
     def offloads(self) -> bool:
@@ -176,7 +177,7 @@ class Timeline:
 
 
 def timeline(chain: Chain, schedule: Schedule,
-             bandwidth: Union[float, str] = 0.0) -> Timeline:
+             bandwidth: float | str = 0.0) -> Timeline:
     """remat_simulate() with record_timeline: what runs when, on the compute
     lane and on both directions of the host link, and the memory in use over
     time. Raises InputError naming the op when the schedule is invalid."""
@@ -213,20 +214,20 @@ class JoinCurve:
     points (slots, optimal makespan, EQUIV-CHAIN makespan or None where it
     does not fit or was not asked for), from c_min to full storage."""
 
-    lengths: List[int]
+    lengths: list[int]
     span_star: float
     min_slots: int
     full_slots: int
-    points: List[Tuple[int, float, Optional[float]]]
+    points: list[tuple[int, float, float | None]]
 
 
-def _join_problem(problem: Union[PathLike, dict]) -> Tuple[_JoinProblem, str]:
+def _join_problem(problem: PathLike | dict[str, Any]) -> tuple[_JoinProblem, str]:
     if isinstance(problem, dict):
         text, source = json.dumps(problem), "<python>"
     else:
         source = os.fspath(problem)
         try:
-            with open(source, "r", encoding="utf-8") as f:
+            with open(source, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
             raise _lib.RematIOError("%s: cannot read: %s" % (source, e.strerror)) from e
@@ -237,7 +238,7 @@ def _join_problem(problem: Union[PathLike, dict]) -> Tuple[_JoinProblem, str]:
     return p, source
 
 
-def join_curve(problem: Union[PathLike, dict], compare: bool = False) -> JoinCurve:
+def join_curve(problem: PathLike | dict[str, Any], compare: bool = False) -> JoinCurve:
     """remat_join_curve_compute() on a "remat-join-1" problem (a path or the
     parsed document); with compare, EQUIV-CHAIN's makespan too."""
     p, _ = _join_problem(problem)
@@ -246,7 +247,7 @@ def join_curve(problem: Union[PathLike, dict], compare: bool = False) -> JoinCur
           ctypes.byref(ptr))
     try:
         c = ptr.contents
-        pts: List[Tuple[int, float, Optional[float]]] = []
+        pts: list[tuple[int, float, float | None]] = []
         for k in range(c.n):
             q = c.points[k]
             eq = float(q.equiv_chain)

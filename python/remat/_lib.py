@@ -131,7 +131,7 @@ class ExecPlan(Structure):
                 ("first_backward", c_size_t), ("peak_bytes", c_uint64), ("time", c_double)]
 
 
-def package_file(name):
+def package_file(name: str) -> str | None:
     """Path of a file shipped inside the installed package (the wheel puts
     libremat.so and bin/remat there), or None. importlib.resources also sees
     the files of an editable install, which live outside the source tree."""
@@ -142,7 +142,7 @@ def package_file(name):
     return os.fspath(path) if path.is_file() and hasattr(path, "__fspath__") else None
 
 
-def build_tree_file(name):
+def build_tree_file(name: str) -> str:
     """Path of `name` in the Makefile's build/ next to python/ (development)."""
     here = os.path.dirname(os.path.abspath(__file__))
     return os.path.join(here, "..", "..", "build", name)

@@ -12,7 +12,8 @@ import argparse
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING, List, NoReturn, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from . import _lib
 
@@ -137,10 +138,9 @@ def _plot(args: Sequence[str]) -> int:
     return 0
 
 
-def _help(binary: str, args: List[str]) -> int:
+def _help(binary: str, args: list[str]) -> int:
     """The C tool's usage with the plot line added."""
-    r = subprocess.run([binary] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
+    r = subprocess.run([binary] + args, capture_output=True, text=True)
     out = r.stdout or r.stderr
     marker = "  version"
     out = out.replace(marker, PLOT_USAGE + marker, 1) if marker in out else out + PLOT_USAGE
@@ -148,7 +148,7 @@ def _help(binary: str, args: List[str]) -> int:
     return r.returncode
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `remat` and `python -m remat`."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
@@ -39,7 +40,7 @@ _KIND_COLORS = {"forward": "#4C72B0", "recompute": "#DD8452", "backward": "#55A8
                 "offload": "#8172B3", "prefetch": "#C44E52"}
 
 
-def memory_unit(max_bytes: float) -> Tuple[str, int]:
+def memory_unit(max_bytes: float) -> tuple[str, int]:
     """The binary unit ("GiB", 2**30) in which `max_bytes` reads best."""
     for name, shift in _UNITS:
         if max_bytes >= 1 << shift:
@@ -79,18 +80,18 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _as_chain(chain: Union[Chain, PathLike]) -> Chain:
+def _as_chain(chain: Chain | PathLike) -> Chain:
     return chain if isinstance(chain, Chain) else Chain.load(os.fspath(chain))
 
 
-def _as_schedule(schedule: Union[Schedule, PathLike]) -> Schedule:
+def _as_schedule(schedule: Schedule | PathLike) -> Schedule:
     return schedule if isinstance(schedule, Schedule) else Schedule.load(os.fspath(schedule))
 
 
-def curve(chain: Union[Chain, PathLike], algorithms: Union[str, Iterable[str]] = ("optimal",),
-          *, points: int = 0, memory: Union[int, str, None] = None,
-          slots: Optional[int] = None, segments: Optional[int] = None,
-          bandwidth: Union[float, str, None] = None, title: Optional[str] = None) -> Figure:
+def curve(chain: Chain | PathLike, algorithms: str | Iterable[str] = ("optimal",),
+          *, points: int = 0, memory: int | str | None = None,
+          slots: int | None = None, segments: int | None = None,
+          bandwidth: float | str | None = None, title: str | None = None) -> Figure:
     """Time per step against the memory limit, one line per algorithm (the
     best time within each limit, a step function), with the store-all point
     (plain autograd: its peak and time) and each algorithm's smallest feasible
@@ -135,7 +136,7 @@ def curve(chain: Union[Chain, PathLike], algorithms: Union[str, Iterable[str]] =
     return fig
 
 
-def _kind(text: str, seen: set) -> str:
+def _kind(text: str, seen: set[str]) -> str:
     """forward, recompute (a stage's forward after its first), backward,
     offload or prefetch, from an op text such as "Fck 3"."""
     name, _, arg = text.partition(" ")
@@ -158,13 +159,13 @@ def _bandwidth_text(bw: float, time_unit: str) -> str:
     return "%.3g GB/s" % (bw / spu / 1e9)
 
 
-def _memory_steps(memory: Sequence[Tuple[float, int]],
-                  end: float) -> Tuple[List[float], List[int]]:
+def _memory_steps(memory: Sequence[tuple[float, int]],
+                  end: float) -> tuple[list[float], list[int]]:
     """The step path of (time, bytes from then on) points up to `end`. Several
     points at one instant become the highest and the last: spikes stay
     visible, zero-length dips (a free and an allocation at the same time) go."""
-    ts: List[float] = []
-    bs: List[int] = []
+    ts: list[float] = []
+    bs: list[int] = []
     k = 0
     while k < len(memory):
         j = k
@@ -180,7 +181,7 @@ def _memory_steps(memory: Sequence[Tuple[float, int]],
     return ts, bs
 
 
-def _draw_lanes(ax: Axes, lanes: Sequence[str], bars: List[Tuple[str, str, float, float]],
+def _draw_lanes(ax: Axes, lanes: Sequence[str], bars: list[tuple[str, str, float, float]],
                 total: float) -> None:
     """Gantt rows, one per lane (top: compute); bars are (lane, kind, start, end).
     Bars wide enough carry their op text."""
@@ -199,8 +200,8 @@ def _draw_lanes(ax: Axes, lanes: Sequence[str], bars: List[Tuple[str, str, float
     ax.set_xlim(0, total * 1.005 if total > 0 else 1)
 
 
-def timeline(chain: Union[Chain, PathLike], schedule: Union[Schedule, PathLike],
-             bandwidth: Union[float, str] = 0.0, *, title: Optional[str] = None) -> Figure:
+def timeline(chain: Chain | PathLike, schedule: Schedule | PathLike,
+             bandwidth: float | str = 0.0, *, title: str | None = None) -> Figure:
     """Memory in use over time while `schedule` runs, from the timed
     simulator, with the schedule's memory limit and its peak; below, what the
     compute lane runs (forward, recomputation, backward) and, for schedules
@@ -228,7 +229,7 @@ def timeline(chain: Union[Chain, PathLike], schedule: Union[Schedule, PathLike],
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
     ax.tick_params(labelbottom=False)
-    seen: set = set()
+    seen: set[str] = set()
     bars = [(e.lane, _kind(e.text, seen), e.start, e.end)
             for e in sorted(tl.events, key=lambda e: e.op)]
     _draw_lanes(lax, lanes, bars, tl.time)
@@ -242,8 +243,8 @@ def timeline(chain: Union[Chain, PathLike], schedule: Union[Schedule, PathLike],
     return fig
 
 
-def join(problem: Union[PathLike, dict], compare: bool = False, *,
-         title: Optional[str] = None) -> Figure:
+def join(problem: PathLike | dict[str, Any], compare: bool = False, *,
+         title: str | None = None) -> Figure:
     """Makespan against memory in slots for a join problem, from c_min to full
     storage: the optimal schedule's (Theorem 3) and, with compare, EQUIV-CHAIN's;
     Span* (everything stored) as the floor, c_min and full storage marked."""

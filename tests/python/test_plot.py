@@ -74,14 +74,14 @@ class PlotApiTest(unittest.TestCase):
         ax = fig.axes[0]
         lines = by_gid(ax, "curve")
         self.assertEqual(len(lines), len(algs))
-        for line, alg in zip(lines, algs):
+        for line, alg in zip(lines, algs, strict=True):
             self.assertTrue(line.get_label().startswith(alg + " "), line.get_label())
         peak, base = remat.store_all_cost(self.chain)
         (star,) = by_gid(ax, "store-all")
         self.assertEqual(point(star), (float(peak), base))
         mins = by_gid(ax, "min-memory")
         self.assertEqual(len(mins), len(algs))
-        for marker, line, alg in zip(mins, lines, algs):
+        for marker, line, alg in zip(mins, lines, algs, strict=True):
             x, y = point(marker)
             self.assertEqual(x, float(remat.min_memory(self.chain, alg)), alg)
             cv = remat.curve(self.chain, alg)
