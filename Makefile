@@ -98,10 +98,21 @@ lint:
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
 
-# Regenerates the join (section 6) and offload (section 5) figures in docs/img.
+# Regenerates the join (section 6) and offload (section 5) figures in docs/img,
+# and the pictures of `remat plot` the docs show (run from the build tree).
+REMAT_PY = env PYTHONPATH=$(CURDIR)/python REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so \
+           REMAT_CLI=$(CURDIR)/$(BUILD)/remat $(PYTHON) -m remat
+R101 = examples/resnet101-b16-500.json
 figures: all
 	$(PYTHON) bench/join_figures.py --remat $(BUILD)/remat --out docs/img
 	$(PYTHON) bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
+	$(REMAT_PY) plot curve $(R101) -a optimal -a revolve -a sequential -o docs/img/curve_resnet101.png
+	$(REMAT_PY) solve $(R101) --memory 3GiB -a pofo --bandwidth 12GB/s -o $(BUILD)/fig-pofo.json
+	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-pofo.json --bandwidth 12GB/s \
+	    -o docs/img/timeline_resnet101_pofo.png
+	$(REMAT_PY) solve $(R101) --memory 3GiB -o $(BUILD)/fig-optimal.json
+	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-optimal.json -o docs/img/timeline_resnet101_optimal.png
+	$(REMAT_PY) plot join examples/join/toy.json --compare -o docs/img/join_toy.png
 
 demo: all
 	./$(BUILD)/remat info examples/resnet101-b16-500.json
