@@ -58,7 +58,8 @@ class _ScaledLocator(MaxNLocator):
     """Round ticks in a unit (1, 2, 2.5, 5 GiB) on an axis kept in bytes."""
 
     def __init__(self, scale: int) -> None:
-        super().__init__(nbins="auto", steps=[1, 2, 2.5, 5, 10])
+        # plain bytes: whole numbers only
+        super().__init__(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=scale == 1)
         self.scale = scale
 
     def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
@@ -78,6 +79,13 @@ def _figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def _legend_below(fig: Figure, ax: Axes) -> None:
+    """The legend under the axes, where no line can run through it."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)),
+               fontsize=9, frameon=False)
 
 
 def _as_chain(chain: Chain | PathLike) -> Chain:
@@ -105,7 +113,7 @@ def curve(chain: Chain | PathLike, algorithms: str | Iterable[str] = ("optimal",
                      bandwidth=bandwidth) for a in algs]
     peak, base = store_all_cost(chain)
     unit = chain.time_unit
-    fig = _figure(8.5, 5.2)
+    fig = _figure(8.5, 5.8)
     ax = fig.add_subplot()
     # The curves run up to the store-all peak (or `memory`); a curve lists only
     # the limits where the time improves, so each line is drawn on to the top.
@@ -131,7 +139,7 @@ def curve(chain: Chain | PathLike, algorithms: str | Iterable[str] = ("optimal",
         sec = ax.secondary_yaxis("right", functions=(lambda t: t / base, lambda s: s * base))
         sec.set_ylabel("slowdown against store-all")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=9)
+    _legend_below(fig, ax)
     ax.set_title(title if title is not None else "%s: time against memory" % chain.name)
     return fig
 
@@ -249,7 +257,7 @@ def join(problem: PathLike | dict[str, Any], compare: bool = False, *,
     storage: the optimal schedule's (Theorem 3) and, with compare, EQUIV-CHAIN's;
     Span* (everything stored) as the floor, c_min and full storage marked."""
     jc = _join_curve(problem, compare)
-    fig = _figure(8.5, 5.2)
+    fig = _figure(8.5, 5.8)
     ax = fig.add_subplot()
     xs = [s for s, _, _ in jc.points]
     ys = [m for _, m, _ in jc.points]
@@ -269,7 +277,7 @@ def join(problem: PathLike | dict[str, Any], compare: bool = False, *,
     ax.set_xlabel("memory (slots)")
     ax.set_ylabel("makespan (time units)")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=9)
+    _legend_below(fig, ax)
     shape = " + ".join(str(n) for n in jc.lengths)
     ax.set_title(title if title is not None else
                  "join of %d branches (%s steps): makespan against memory"

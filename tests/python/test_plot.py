@@ -203,7 +203,7 @@ class PlotCommandTest(unittest.TestCase):
             w, h = png_size(self.out(name))
             self.assertGreater(w, 300)
             self.assertGreater(h, 200)
-        self.assertEqual(png_size(self.out("j.png")), (int(8.5 * 50), int(5.2 * 50)))
+        self.assertEqual(png_size(self.out("j.png")), (int(8.5 * 50), int(5.8 * 50)))
         remat_cmd("plot", "curve", TINY, "-o", self.out("c.svg"), check=0)
         with open(self.out("c.svg")) as f:
             self.assertIn("<svg", f.read(2000))
