@@ -12,16 +12,16 @@ import os
 from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_int, c_size_t, c_uint32, \
     c_uint64
 from dataclasses import dataclass
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from . import _lib
 from ._lib import InputError
+from ._lib import call as _call
 
 if TYPE_CHECKING:
     from . import Chain, Schedule
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = str | os.PathLike[str]
 JOIN_MAX_BRANCHES = 16
 LANES = ("compute", "offload", "prefetch")  # remat_sim_event.lane 0, 1, 2
 # Seconds per time unit of a chain, for bandwidths given as "SIZE/s" (as the CLI).
@@ -75,11 +75,6 @@ def _declare() -> None:
 
 
 _declare()
-
-
-def _call(fn: Callable[..., int], *args: object) -> None:
-    err = _lib.Error()
-    _lib.check(fn(*args, ctypes.byref(err)), err)
 
 
 def bandwidth_per_unit(bandwidth: float | int | str, time_unit: str) -> float:

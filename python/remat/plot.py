@@ -136,7 +136,13 @@ def curve(chain: Chain | PathLike, algorithms: str | Iterable[str] = ("optimal",
     ax.set_xlabel("memory limit (%s)" % _memory_axis(ax.xaxis, top))
     ax.set_ylabel("time per step (%s)" % unit)
     if base > 0:
-        sec = ax.secondary_yaxis("right", functions=(lambda t: t / base, lambda s: s * base))
+        def slowdown(t: Any) -> Any:
+            return t / base
+
+        def time_of(x: Any) -> Any:
+            return x * base
+
+        sec = ax.secondary_yaxis("right", functions=(slowdown, time_of))
         sec.set_ylabel("slowdown against store-all")
     ax.grid(True, alpha=0.3)
     _legend_below(fig, ax)

@@ -135,6 +135,11 @@ class PlotApiTest(unittest.TestCase):
         remat_cmd("solve", R18, "--memory", "470MiB", "-a", "pofo", "--bandwidth", "12GB/s",
                   "-o", path, check=0)
         sched = remat.Schedule.load(path)
+        # the binding solves the same schedule
+        same = remat.solve(self.chain, "470MiB", algorithm="pofo", bandwidth="12GB/s")
+        self.assertEqual(same.ops, sched.ops)
+        no_link = remat.solve(self.chain, "470MiB", algorithm="pofo")
+        self.assertFalse(any(op.startswith("Off") for op in no_link.ops))
         self.assertTrue(any(op.startswith("Off") for op in sched.ops))
         tl = remat.timeline(self.chain, sched, "12GB/s")
         self.assertTrue(tl.offloads)
