@@ -129,7 +129,7 @@ remat_status remat__json_bytes(const cJSON *obj, const char *key, const char *sr
         *out = dflt;
         return REMAT_OK;
     }
-    double x = 0; /* set by number(); the init quiets gcc -O3 */
+    double x;
     REMAT__FORWARD(number(v, key, src, prefix, &x, err));
     REMAT__RETURN_IF(x < 0, err, REMAT_E_INPUT, "%s: %s%s: negative size %.17g", src, prefix, key,
                      x);
@@ -150,7 +150,7 @@ remat_status remat__json_time(const cJSON *obj, const char *key, const char *src
         *out = dflt;
         return REMAT_OK;
     }
-    double x = 0; /* set by number(); the init quiets gcc -O3 */
+    double x;
     REMAT__FORWARD(number(v, key, src, prefix, &x, err));
     REMAT__RETURN_IF(x < 0, err, REMAT_E_INPUT, "%s: %s%s: negative time %.17g", src, prefix, key,
                      x);
