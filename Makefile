@@ -23,7 +23,7 @@ TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test asan check bench figures install deps demo clean
+.PHONY: all test asan check bench figures install deps demo clean wheel test-installed lint
 all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 
 $(BUILD)/obj/%.o: %.c
@@ -63,15 +63,56 @@ asan:
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
 # Everything CI runs (the README's test command is `make deps && make check`).
-check: test asan
+check: test lint test-installed asan
+
+# The wheel `pip install .` would install (scikit-build-core, CMakeLists.txt),
+# built offline with the backend in .venv and warnings as errors.
+wheel:
+	rm -rf $(BUILD)/wheel
+	$(PYTHON) -m pip wheel . --no-build-isolation --no-deps --no-index -q -w $(BUILD)/wheel \
+	    --config-settings=cmake.define.REMAT_WERROR=ON
+
+# The binding, entry-point and plot tests against that wheel installed in a
+# throwaway venv: no PYTHONPATH, no REMAT_LIB, the `remat` of the venv. The
+# test tools (pytest, matplotlib) come from .venv through a .pth file that
+# puts its site-packages after the venv's own, so `import remat` finds the wheel.
+INSTALLED_VENV = $(BUILD)/venv-installed
+INSTALLED_TESTS = tests/python/test_binding.py tests/python/test_packaging.py \
+                  tests/python/test_plot.py
+test-installed: wheel
+	rm -rf $(INSTALLED_VENV)
+	$(PYTHON) -m venv --without-pip $(INSTALLED_VENV)
+	$(PYTHON) -m pip --python $(INSTALLED_VENV)/bin/python install -q --no-index --no-deps \
+	    $(BUILD)/wheel/remat-*-py3-none-*.whl
+	$(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+	    "$$($(INSTALLED_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/dev-tools.pth"
+	env -u PYTHONPATH -u REMAT_LIB -u REMAT_CLI PATH="$(abspath $(INSTALLED_VENV))/bin:$$PATH" \
+	    REMAT_EXPECT_INSTALLED=1 $(INSTALLED_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(INSTALLED_TESTS)
+
+# Static checks of the Python package: ruff and mypy --strict (pyproject.toml).
+lint:
+	$(PYTHON) -m ruff check
+	$(PYTHON) -m mypy
 
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
 
-# Regenerates the join (section 6) and offload (section 5) figures in docs/img.
+# Regenerates the join (section 6) and offload (section 5) figures in docs/img,
+# and the pictures of `remat plot` the docs show (run from the build tree).
+REMAT_PY = env PYTHONPATH=$(CURDIR)/python REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so \
+           REMAT_CLI=$(CURDIR)/$(BUILD)/remat $(PYTHON) -m remat
+R101 = examples/resnet101-b16-500.json
 figures: all
 	$(PYTHON) bench/join_figures.py --remat $(BUILD)/remat --out docs/img
 	$(PYTHON) bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
+	$(REMAT_PY) plot curve $(R101) -a optimal -a revolve -a sequential -o docs/img/curve_resnet101.png
+	$(REMAT_PY) solve $(R101) --memory 3GiB -a pofo --bandwidth 12GB/s -o $(BUILD)/fig-pofo.json
+	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-pofo.json --bandwidth 12GB/s \
+	    -o docs/img/timeline_resnet101_pofo.png
+	$(REMAT_PY) solve $(R101) --memory 3GiB -o $(BUILD)/fig-optimal.json
+	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-optimal.json -o docs/img/timeline_resnet101_optimal.png
+	$(REMAT_PY) plot join examples/join/toy.json --compare -o docs/img/join_toy.png
 
 demo: all
 	./$(BUILD)/remat info examples/resnet101-b16-500.json
