@@ -17,7 +17,7 @@ def _quiet_transformers() -> None:
     transformers.logging.set_verbosity_error()
 
 
-def gpt2(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32, vocab: int = 256) -> Example:
+def gpt2(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab: int = 256) -> Example:
     _quiet_transformers()
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=4, vocab_size=vocab, n_positions=seq,
@@ -27,7 +27,7 @@ def gpt2(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32, vocab:
     return m, (ids,), {"labels": ids}
 
 
-def llama(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32, vocab: int = 256) -> Example:
+def llama(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab: int = 256) -> Example:
     _quiet_transformers()
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,
@@ -39,7 +39,7 @@ def llama(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32, vocab
     return m, (ids,), {"labels": ids}
 
 
-def bert(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32, vocab: int = 256) -> Example:
+def bert(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab: int = 256) -> Example:
     _quiet_transformers()
     from transformers import BertConfig, BertModel
     cfg = BertConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,
@@ -51,7 +51,7 @@ def bert(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32, vocab:
     return m, (ids,), {"attention_mask": mask}
 
 
-def vit(layers: int = 2, width: int = 64, batch: int = 2, image: int = 32) -> Example:
+def vit(layers: int = 3, width: int = 128, batch: int = 2, image: int = 64) -> Example:
     _quiet_transformers()
     from transformers import ViTConfig, ViTForImageClassification
     cfg = ViTConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,

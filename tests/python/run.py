@@ -1,38 +1,37 @@
-"""Runs every tests/python/test_*.py (unittest) and prints a closing line
-"N passed, N failed" (", N skipped" when some were). Exit status 1 on failure.
-The suite runner sets REMAT_LIB and PYTHONPATH=python."""
+"""Runs the Python tests with pytest and prints the suite's closing line
+"N passed, N failed" (", N skipped" when some were). Arguments go to pytest
+(e.g. -k gpt2). The suite runner sets REMAT_LIB and PYTHONPATH."""
 import os
 import sys
-import unittest
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class _Result(unittest.TextTestResult):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.passed = 0
+class _Count:
+    def __init__(self) -> None:
+        self.passed = self.failed = self.skipped = 0
 
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.passed += 1
+    def pytest_runtest_logreport(self, report) -> None:  # noqa: ANN001 (pytest hook)
+        if report.when == "call" and report.passed:
+            self.passed += 1
+        elif report.failed:
+            self.failed += 1
+        elif report.skipped:
+            self.skipped += 1
 
 
-def main():
-    sys.path.insert(0, HERE)
-    root = os.path.dirname(os.path.dirname(HERE))
-    if os.path.join(root, "python") not in sys.path:
-        sys.path.insert(0, os.path.join(root, "python"))
-    pattern = sys.argv[1] if len(sys.argv) > 1 else "test_*.py"
-    suite = unittest.defaultTestLoader.discover(HERE, pattern=pattern, top_level_dir=HERE)
-    runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result, stream=sys.stdout)
-    res = runner.run(suite)
-    failed = len(res.failures) + len(res.errors) + len(res.unexpectedSuccesses)
-    line = "%d passed, %d failed" % (res.passed + len(res.expectedFailures), failed)
-    if res.skipped:
-        line += ", %d skipped" % len(res.skipped)
+def main() -> int:
+    count = _Count()
+    rc = pytest.main(["-q", "-p", "no:cacheprovider", "-rs", HERE] + sys.argv[1:],
+                     plugins=[count])
+    line = "%d passed, %d failed" % (count.passed, count.failed + (1 if rc not in (0, 1, 5)
+                                                                   else 0))
+    if count.skipped:
+        line += ", %d skipped" % count.skipped
     print(line)
-    return 1 if failed else 0
+    return 0 if rc in (0, 5) else 1
 
 
 if __name__ == "__main__":

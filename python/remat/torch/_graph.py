@@ -27,14 +27,18 @@ node mutates, and its time. The cut rules use those facts:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
+import os
+import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 StorageKey = Tuple[str, int, int]
 
@@ -57,11 +61,66 @@ def tensors_in(value: Any) -> List[torch.Tensor]:
 
 
 def export_model(model: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
-    """The training-IR ExportedProgram of model(*args, **kwargs)."""
+    """The training-IR ExportedProgram of model(*args, **kwargs).
+
+    Libraries branch on torch.compiler.is_exporting() / is_compiling() (and
+    Hugging Face also on whether a tensor is a FakeTensor) to build graphs
+    that stay valid for other shapes: Hugging Face builds an explicit causal
+    mask instead of passing is_causal=True to SDPA, which computes the same
+    values with other kernels, so gradients differ in the last bits. remat
+    captures again whenever a shape changes, so it first captures with those
+    checks reporting False: the code takes the path eager runs. Non-strict
+    export cannot quietly specialize on tensor values (reading one raises),
+    so only shape-based choices change; if that path reads values, the
+    capture is done again as a plain export."""
     fn = getattr(torch.export, "export_for_training", None)  # torch 2.5 .. 2.8
-    if fn is not None:
-        return fn(model, args, kwargs, strict=False)
-    return torch.export.export(model, args, kwargs, strict=False)
+    export = fn if fn is not None else torch.export.export
+    try:
+        with _as_eager(), quiet_fd2():
+            return export(model, args, kwargs, strict=False)
+    except Exception:  # the eager path reads values: capture the traced path
+        return export(model, args, kwargs, strict=False)
+
+
+@contextlib.contextmanager
+def quiet_fd2() -> Iterator[None]:
+    """File descriptor 2 to /dev/null: a failed export prints whole graphs."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class _as_eager:
+    """torch.compiler.is_exporting() and is_compiling() report False, and so
+    does transformers' is_fake_tensor (where transformers is loaded)."""
+
+    def __enter__(self) -> None:
+        import sys
+        self.saved = []
+        targets = [(torch.compiler, ("is_exporting", "is_compiling"))]
+        hf = sys.modules.get("transformers.utils.import_utils")
+        if hf is not None:
+            targets.append((hf, ("is_fake_tensor",)))
+        for mod, names in targets:
+            for n in names:
+                if hasattr(mod, n):
+                    self.saved.append((mod, n, getattr(mod, n)))
+                    setattr(mod, n, _false)
+
+    def __exit__(self, *exc: Any) -> None:
+        for mod, n, f in self.saved:
+            setattr(mod, n, f)
+
+
+def _false(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 # --------------------------------------------------------------------------
@@ -405,3 +464,60 @@ def stage_name(index: int, nodes: Sequence[fx.Node]) -> str:
                 break
     where = common[-1] if common and common[-1] else (paths[0][-1] if paths else "graph")
     return "%d:%s" % (index, where or "model")
+
+
+# --------------------------------------------------------------------------
+# Does the graph run what eager runs?
+
+_IGNORED_OPS = ("aten._assert", "aten.detach", "aten.alias", "aten.lift_fresh")
+
+
+class _OpLog(TorchDispatchMode):
+    """The ops reached from the parameters, with their output shapes. Mask
+    and index building (from inputs alone) is left out: it may differ
+    without changing any value autograd sees."""
+
+    def __init__(self, params: Sequence[torch.Tensor]) -> None:
+        super().__init__()
+        self.ops: List[Tuple[str, Tuple[Any, ...]]] = []
+        self.reached = {p.untyped_storage().data_ptr() for p in params}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        ins = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if any(a.untyped_storage().data_ptr() in self.reached for a in ins):
+            outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+            self.reached.update(t.untyped_storage().data_ptr() for t in outs)
+            name = str(func).rsplit(".", 1)[0]
+            if not name.startswith(_IGNORED_OPS):
+                self.ops.append((name, tuple((tuple(t.shape), str(t.dtype)) for t in outs)))
+        return out
+
+
+def first_difference(model: torch.nn.Module, graph_module: torch.nn.Module, args: tuple,
+                     kwargs: dict) -> Optional[str]:
+    """None when one no-grad forward of `model` and of the captured graph
+    dispatch the same operators (by name and output shape) on everything
+    computed from the parameters; else the first difference. Libraries may
+    take other code paths while traced (Hugging Face repeats the key/value
+    heads of grouped-query attention and builds an explicit mask where eager
+    calls SDPA with enable_gqa and is_causal): the values agree, but the
+    backward kernels differ and gradients change in the last bits. Buffers
+    and the RNG are left as they were."""
+    logs = []
+    for m in (model, graph_module):
+        saved = [(b, b.detach().clone()) for b in model.buffers()]
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            with _OpLog(list(m.parameters())) as log:
+                m(*args, **kwargs)
+        with torch.no_grad():
+            for b, v in saved:
+                b.copy_(v)
+        logs.append(log.ops)
+    a, b = logs
+    if a == b:
+        return None
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return "operator %d: eager runs %s, the graph %s" % (
+        k, a[k][0] if k < len(a) else "nothing", b[k][0] if k < len(b) else "nothing")

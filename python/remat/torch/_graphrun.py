@@ -108,6 +108,11 @@ class GraphRun(Runner):
     def device(self) -> torch.device:
         return self._device
 
+    def differs_from_eager(self, model: torch.nn.Module, args: tuple, kwargs: dict
+                           ) -> Optional[str]:
+        """See _graph.first_difference."""
+        return G.first_difference(model, self.ep.module(), args, kwargs)
+
     def stage_names(self) -> List[str]:
         return [st.name for st in self.stages]
 
@@ -363,7 +368,7 @@ class _StageRun(StageRun):
         self.name = st.name
         self.last: Dict[fx.Node, Any] = {}
 
-    def fwd(self, grad: bool) -> StageRun.Result:
+    def fwd(self, grad: bool, keep: bool = True) -> StageRun.Result:
         st = self.st
         args: List[Any] = []
         leaves: List[torch.Tensor] = []
@@ -384,9 +389,11 @@ class _StageRun(StageRun):
                                       if a in st.mutated}
         saved: List[torch.Tensor] = []
 
-        def pack(t: torch.Tensor) -> torch.Tensor:
+        def pack(t: torch.Tensor) -> Any:
             if free_key(t) in free:
                 return t
+            if not keep:  # as the main forward's Fn: autograd keeps a handle only
+                return None
             d = t.detach()  # the tensor itself would make a cycle through its grad_fn
             saved.append(d)
             return d
@@ -416,6 +423,7 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
     free = {free_key(v) for v in env.values() if isinstance(v, torch.Tensor)}
     device = _device_of(feeds.values())
     out: List[Dict[str, Any]] = []
+    fall: List[int] = []
     held_bytes = 0
     with torch.random.fork_rng(devices=_cuda_devices(feeds.values())):
         prev: Sequence[fx.Node] = prog.input_acts
@@ -424,6 +432,7 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
             info = measure(run, repeat, device, outputs_held=not st.boundary,
                            loss_output=prog.returns_loss)
             held_bytes += info.pop("held_outputs")
+            fall.append(info.pop("fall_overhead"))
             out.append(info)
             for o, v in run.last.items():  # the values the next stages read
                 env[o] = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), v)
@@ -439,6 +448,7 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
             progress.update(st.index, prog.n_stages, "stages profiled")
     out.append({"name": "output", "fwd_time": 0.0, "bwd_time": 0.0, "out_bytes": 0,
                 "saved_bytes": 0})  # the caller's loss: outside the model
+    prog.fall_overheads = fall + [0]
     ins = [feeds[ph] for ph in prog.input_acts]
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)

@@ -322,7 +322,7 @@ class ModuleRun(Runner):
                   ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
         blk = self.blocks[j - 1]
         dargs, dkwargs, snaps = step.ctx[j]
-        ins = [t.detach().requires_grad_(keep and t.requires_grad and t.is_floating_point())
+        ins = [t.detach().requires_grad_(keep and t.is_floating_point())
                if isinstance(t, torch.Tensor) else t for t in a_prev]
         args, kwargs = _set_slots(dargs, dkwargs, blk.in_slots, ins)
         with _buffers_as(blk.module, snaps):
@@ -352,10 +352,12 @@ class ModuleRun(Runner):
             inputs = self._block_inputs(args, kwargs)
             plain = self._plain(args, kwargs, repeat)
             out: List[Dict[str, Any]] = []
+            fall: List[int] = []
             for blk, (a, kw) in zip(self.blocks, inputs):
                 run = _BlockRun(self, blk, a, kw)
                 info = measure(run, repeat, device)
                 info.pop("held_outputs")
+                fall.append(info.pop("fall_overhead"))
                 out.append(info)
                 progress.update(blk.index, self.n_stages, "blocks profiled")
         t_blocks = sum(s["fwd_time"] + s["bwd_time"] for s in out)
@@ -369,6 +371,7 @@ class ModuleRun(Runner):
                           "out_bytes": 0, "saved_bytes": plain["epilogue"],
                           "fwd_overhead": 0, "bwd_overhead": 0}
         out.append(self._epilogue)
+        self.fall_overheads = fall + [0]
         return out, in_bytes, in_grad, held
 
     def _block_inputs(self, args: tuple, kwargs: dict) -> List[Tuple[tuple, dict]]:
@@ -452,7 +455,7 @@ class _BlockRun(StageRun):
         self.free = {_fk(t) for t in list(prog.model.parameters()) + list(prog.model.buffers())}
         self.free |= {_fk(t) for s, t in _tensor_slots(args, kwargs) if s not in blk.in_slots}
 
-    def fwd(self, grad: bool) -> StageRun.Result:
+    def fwd(self, grad: bool, keep: bool = True) -> StageRun.Result:
         blk = self.blk
         ins = [t.detach().requires_grad_(grad and t.is_floating_point())
                for t in _get_slots(self.args, self.kwargs, blk.in_slots)]
@@ -463,9 +466,11 @@ class _BlockRun(StageRun):
         saved: List[torch.Tensor] = []
         free = self.free | keys_of(list(params.values()))
 
-        def pack(t: torch.Tensor) -> torch.Tensor:
+        def pack(t: torch.Tensor) -> Any:
             if _fk(t) in free:
                 return t
+            if not keep:  # as the main forward's Fn: autograd keeps a handle only
+                return None
             d = t.detach()
             saved.append(d)
             return d

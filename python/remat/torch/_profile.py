@@ -11,7 +11,9 @@ values); and the temporary memory of its operations, measured by PeakMeter
     bwd_overhead = peak of the backward - bytes of the input's gradient
 
 so that the SPEC's figure for an op (held + what it adds + overhead) bounds
-what the op really takes, whichever way the schedule runs it. Parameter
+what the op really takes, whichever way the schedule runs it. The first
+term alone (fall_overhead, kept in the chain's profile metadata) is what a
+Fall really adds: predictions use it for Fall ops (see _wrap.Entry). Parameter
 gradients are computed in each backward (as autograd.grad returns them) and
 count as temporaries, as they are when .grad already exists and autograd
 adds into it.
@@ -64,25 +66,34 @@ class StageRun:
 
     name = "stage"
 
-    def fwd(self, grad: bool) -> "StageRun.Result":
+    def fwd(self, grad: bool, keep: bool = True) -> "StageRun.Result":
+        """One run: with grad, keeping what autograd saves (or, keep=False, a
+        placeholder for it, as the main forward's Fn), or without grad."""
         raise NotImplementedError
 
     @staticmethod
     def seeds(res: "StageRun.Result") -> List[torch.Tensor]:
-        """The gradients d[i] the next stage would send."""
-        return [torch.ones_like(o) for o in res.graph_outs if o.requires_grad]
+        """A scalar whose backward sends the stage outputs their gradients
+        d[i]. They come out of the graph, as from the next stage, so autograd
+        frees each once it is used (a gradient passed in would be held by the
+        caller's frame until the whole backward is over)."""
+        outs = [o for o in res.graph_outs if o.requires_grad]
+        if not outs:
+            return []
+        return [sum((o * torch.ones_like(o)).sum() for o in outs)]  # type: ignore[list-item]
 
     def bwd(self, res: "StageRun.Result", grads: List[torch.Tensor]) -> List[torch.Tensor]:
-        """Backward of res.graph_outs from `grads`; returns the gradients of
+        """Backward from the seeds() scalar; returns the gradients of
         res.inputs. Parameters take part through proxies (see proxy()), so
         their gradients are added into an existing .grad, as in training,
         and no hook of the real parameters (the user's, DDP's) fires."""
-        outs = [o for o in res.graph_outs if o.requires_grad]
+        outs = list(grads)
+        grads.clear()
         if not outs:
             return []
         ins = [t for t in res.inputs if t.requires_grad]
         wrt = ins + [p for p in self.proxies.values() if p.requires_grad]
-        torch.autograd.backward(outs, grads, inputs=wrt)
+        torch.autograd.backward(outs, inputs=wrt)
         out = [t.grad for t in ins if t.grad is not None]
         for t in ins:
             t.grad = None
@@ -146,8 +157,11 @@ def measure(run: StageRun, repeat: int, device: torch.device, outputs_held: bool
         del res, seeds
     a_bytes, saved_bytes, grad_bytes, held_out = sizes
     with PeakMeter(device) as m:
-        run.fwd(False)
+        run.fwd(False)  # Fn / Fck in a recomputation
     ovh_none = m.peak - a_bytes - held_out
+    with PeakMeter(device) as m:
+        run.fwd(True, keep=False)  # Fn / Fck in the model's forward
+    ovh_none = max(ovh_none, m.peak - a_bytes - held_out)
     # One session for the kept forward and the backward, so the backward
     # sees the frees of what the forward allocated. It runs last: the next
     # stages read its values (a no-grad run may lay tensors out otherwise).
@@ -168,7 +182,7 @@ def measure(run: StageRun, repeat: int, device: torch.device, outputs_held: bool
             "bwd_time": statistics.median(b_ms), "out_bytes": int(a_bytes),
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
             "fwd_overhead": int(max(0, ovh_keep, ovh_none)), "bwd_overhead": int(max(0, ovh_bwd)),
-            "held_outputs": int(held_out)}
+            "held_outputs": int(held_out), "fall_overhead": int(max(0, ovh_keep))}
 
 
 def _sizes(res: StageRun.Result, outputs_held: bool, loss_output: bool

@@ -79,16 +79,38 @@ class Entry:
         self.schedule: Optional[remat.Schedule] = None
         self.plan: Optional[remat.Plan] = None
         self.limit = 0
+        self.predicted_peak = 0
+        self.chain_fall = self._fall_chain()
+
+    def _fall_chain(self) -> "remat.Chain":
+        """The chain with each stage's forward overhead as a Fall pays it.
+        The SPEC gives a stage one forward overhead, so the solver's chain
+        carries the larger of what Fall and Fn/Fck need (a stage whose
+        intermediates are all alive at once, like attention, holds them as
+        temporaries when it keeps none); predictions take each op's own."""
+        fall = self.chain.meta.get("profile", {}).get("fall_overheads")
+        stages = self.chain.stages
+        if not fall or len(fall) != len(stages):
+            return self.chain
+        for s, f in zip(stages, fall):
+            s["fwd_overhead"] = min(s["fwd_overhead"], int(f))
+        return remat.Chain(stages, self.chain.input_bytes, self.chain.input_grad_bytes,
+                           name=self.chain.name, time_unit=self.chain.time_unit)
 
     @property
     def plain_peak(self) -> int:
         """Predicted activation peak of plain autograd (store everything)."""
-        return remat.store_all_cost(self.chain)[0] + self.held
+        return remat.store_all_cost(self.chain_fall)[0] + self.held
 
-    @property
-    def predicted_peak(self) -> int:
-        assert self.schedule is not None
-        return self.schedule.peak_bytes + self.held
+    def _predict(self, sched: "remat.Schedule") -> int:
+        """Peak of `sched`, each op with its own forward overhead (libremat's
+        simulator on both chains; ops other than Fall are the same in both)."""
+        every = remat.simulate(self.chain, sched)
+        fall = remat.simulate(self.chain_fall, sched)
+        kinds = [op.split()[0] for op in sched.ops]
+        during = [f if k == "Fall" else e
+                  for k, e, f in zip(kinds, every.mem_during, fall.mem_during)]
+        return max(during + [self.chain.input_bytes]) + self.held
 
     def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
               segments: Optional[int], progress: Progress) -> None:
@@ -100,23 +122,33 @@ class Entry:
         else:
             limit = remat.parse_size(memory)
         budget = limit - self.held
+        # The solver sees Fall at the larger overhead (see _fall_chain); when
+        # everything fits by each op's own overhead, keeping everything is the
+        # fastest schedule, so it is a candidate too.
+        every = remat.solve(self.chain_fall, self.plain_peak - self.held, algorithm="store-all")
+        every_fits = self._predict(every) <= limit
         try:
             if budget < 0:
                 raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots))
             sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
                                 segments=segments)
         except remat.InfeasibleError as e:
-            need = (e.min_memory or 0) + self.held
-            raise remat.InfeasibleError(
-                "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the smallest "
-                "this model can train in with %s: %s (%d bytes: %s held for the whole step + %s "
-                "for the %d stages). Plain autograd needs %s." % (
-                    _human(limit), limit, algorithm, _human(need), need, _human(self.held),
-                    _human(e.min_memory or 0), self.chain.n - 1, _human(self.plain_peak)),
-                need) from None
+            if not every_fits:
+                need = min((e.min_memory or 0) + self.held, self.plain_peak)
+                raise remat.InfeasibleError(
+                    "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the "
+                    "smallest this model can train in with %s: %s (%d bytes, %s of it held for "
+                    "the whole step). Plain autograd needs %s." % (
+                        _human(limit), limit, algorithm, _human(need), need,
+                        _human(self.held), _human(self.plain_peak)), need) from None
+            sched = every
+        if every_fits and every.time <= sched.time:
+            sched = every
+        peak = self._predict(sched)
         self.schedule = sched
         self.plan = remat.plan(self.chain, sched)
         self.limit = limit
+        self.predicted_peak = peak
 
 
 class RematModule(nn.Module):
@@ -204,6 +236,19 @@ class RematModule(nn.Module):
         self._remat_entries[key] = entry
         return entry
 
+    def set_memory(self, memory: Memory, algorithm: Optional[str] = None,
+                   slots: Optional[int] = None, segments: Optional[int] = None) -> None:
+        """Solves again for another limit (and algorithm), keeping the profiles:
+        every input prepared so far, and those to come, run by it."""
+        cfg = self.remat_config
+        cfg.update(memory=memory, algorithm=algorithm or cfg["algorithm"],
+                   slots=slots if slots is not None else cfg["slots"],
+                   segments=segments if segments is not None else cfg["segments"])
+        progress = Progress("solving", cfg["progress"])
+        for entry in self._remat_entries.values():
+            entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress)
+        progress.close()
+
     # -- what happened ------------------------------------------------------------------
     def remat_report(self) -> str:
         """A few lines on the last prepared input: the capture path and why,
@@ -232,6 +277,7 @@ def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any])
     why = ""
     mode = cfg["capture"]
     export_log = ""
+    eager_only: Any = None
     if mode in ("auto", "graph"):
         try:
             with _stderr_to(export_log_file := tempfile.TemporaryFile("w+")), \
@@ -239,6 +285,12 @@ def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any])
                 program = GraphRun.capture(model, args, kwargs, cfg["max_stages"])
             why = "torch.export captured the whole model"
             _replay(export_log_file)
+            diff = program.differs_from_eager(model, args, kwargs)
+            if diff is not None and mode == "auto":
+                why = "the exported graph runs other kernels than eager (%s), so gradients " \
+                      "would differ in the last bits; the model's own code runs instead" % diff
+                eager_only = program
+                program = None
         except Exception as e:  # export raises many kinds; the fallback says why
             export_log = _read(export_log_file)
             if mode == "graph":
@@ -248,9 +300,14 @@ def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any])
         try:
             program = ModuleRun.capture(model, args, kwargs)
         except G.CaptureError as e:
-            raise G.CaptureError("remat: cannot run this model: %s; and %s" % (
-                why or "capture='modules' was asked", e)) from None
-        if mode == "auto":
+            if eager_only is not None:  # no run of blocks: the graph, last bits aside
+                program = eager_only
+                why += "; but no run of blocks was found (%s), so the graph runs" % e
+                warnings.warn("remat: %s" % why, stacklevel=3)
+            else:
+                raise G.CaptureError("remat: cannot run this model: %s; and %s" % (
+                    why or "capture='modules' was asked", e)) from None
+        if mode == "auto" and program.path == "modules" and eager_only is None:
             warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=3)
     progress.note("%s path: %s" % (program.path, why or "module-level stages"))
     chain, held, info = _profiled(program, module, args, kwargs, cfg, progress)
@@ -326,6 +383,7 @@ def _profiled(program: Any, module: RematModule, args: tuple, kwargs: dict,
                                                       progress)
     meta = {"profile": {"key": key, "path": program.path, "stages": program.stage_names(),
                         "held_bytes": held, "torch": torch.__version__,
+                        "fall_overheads": program.fall_overheads,
                         "repeat": cfg["repeat"], "device": str(program.device)}}
     chain = remat.Chain(stages, in_bytes, in_grad, name=type(module._remat_model).__name__,
                         time_unit="ms", meta=meta)
