@@ -71,7 +71,7 @@ static void check_schedule(const remat_chain *c, const remat_schedule *s, uint64
     remat_sim_result *r = NULL;
     remat_error e;
     CHECK(remat_simulate(c, s, &so, &r, &e) == REMAT_OK);
-    if (!r->valid) fprintf(stderr, "%s: invalid at op %zu: %s\n", s->algorithm, r->fail_op, r->reason);
+    if (!r->valid) fprintf(stderr, "%s: invalid at op %zu: %s\n", s->algorithm, r->failed_op, r->reason);
     CHECK(r->valid);
     if (r->peak_bytes > limit)
         fprintf(stderr, "%s: peak %llu > limit %llu\n", s->algorithm,

@@ -153,7 +153,7 @@ static void simulate_rejects_bad_bandwidth(void) {
     remat_sim_result *r = NULL;
     remat_sim_options so;
     remat_error e;
-    remat_schedule_new("x", &s, NULL);
+    remat_schedule_create("x", &s, NULL);
     remat_sim_options_init(&so);
     so.bandwidth = -1;
     ASSERT_STATUS(remat_simulate(c, s, &so, &r, &e), REMAT_E_INPUT);

@@ -337,7 +337,7 @@ static void schedule_round_trip(void) {
                          "Fall 2",    "B 2",       "Fall 1",       "B 1",      "Wait a[99999]"};
     size_t n = sizeof ops / sizeof ops[0];
     remat_schedule *s = NULL, *t = NULL;
-    ASSERT_STATUS(remat_schedule_new("optimal", &s, NULL), REMAT_OK);
+    ASSERT_STATUS(remat_schedule_create("optimal", &s, NULL), REMAT_OK);
     for (size_t k = 0; k < n; k++) {
         remat_op op;
         ASSERT_STATUS(remat_op_parse(ops[k], &op, NULL), REMAT_OK);

@@ -68,7 +68,7 @@ static void large_total_simulates_without_wrap(void) {
     free(st);
     ASSERT_STATUS(s, REMAT_OK);
     remat_schedule *sc = NULL;
-    ASSERT_STATUS(remat_schedule_new("t", &sc, &e), REMAT_OK);
+    ASSERT_STATUS(remat_schedule_create("t", &sc, &e), REMAT_OK);
     for (uint32_t i = 1; i <= 100; i++) {
         remat_op op = {REMAT_OP_FALL, 0, i};
         ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
@@ -98,7 +98,7 @@ static void infinite_time_writes_valid_json(void) {
     remat_error e;
     ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_OK);
     remat_schedule *s = NULL;
-    ASSERT_STATUS(remat_schedule_new("t", &s, &e), REMAT_OK);
+    ASSERT_STATUS(remat_schedule_create("t", &s, &e), REMAT_OK);
     const remat_op ops[] = {{REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 2}, {REMAT_OP_B, 0, 2},
                             {REMAT_OP_B, 0, 1}};
     for (size_t k = 0; k < 4; k++) ASSERT_STATUS(remat_schedule_push(s, ops[k], &e), REMAT_OK);

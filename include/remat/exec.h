@@ -60,8 +60,8 @@ typedef struct remat_exec_plan {
  * (Off/Pre/Wait) are not supported by plans yet (REMAT_E_INPUT). On success
  * *out is a new plan: free it with remat_exec_plan_free(). On failure *out is
  * NULL. */
-remat_status remat_exec_plan_build(const remat_chain *c, const remat_schedule *s,
-                                   remat_exec_plan **out, remat_error *err);
+remat_status remat_exec_plan_create(const remat_chain *c, const remat_schedule *s,
+                                    remat_exec_plan **out, remat_error *err);
 
 /* Frees a plan; NULL is allowed. */
 void remat_exec_plan_free(remat_exec_plan *p);

@@ -36,9 +36,9 @@ typedef struct remat_join_problem {
 
 /* Fills *out after checking every field (lengths 1..REMAT_JOIN_MAX_LENGTH,
  * times finite, >= 0 and < 2^53, slots < 2^53). */
-remat_status remat_join_problem_init(remat_join_problem *out, size_t k, const uint32_t *lengths,
-                                     double fwd_time, double bwd_time, double turn_time,
-                                     uint64_t slots, remat_error *err);
+remat_status remat_join_problem_set(remat_join_problem *out, size_t k, const uint32_t *lengths,
+                                    double fwd_time, double bwd_time, double turn_time,
+                                    uint64_t slots, remat_error *err);
 /* Parses a "remat-join-1" document; `source` names it in messages. "slots" is
  * optional (0 when absent). */
 remat_status remat_join_problem_from_json(const char *text, size_t len, const char *source,
@@ -103,10 +103,14 @@ typedef struct remat_join_sim_result {
     char reason[256];     /* why it is invalid; "" when valid */
 } remat_join_sim_result;
 
-/* Returns REMAT_OK when it could replay (valid or not: see res->valid);
- * REMAT_E_INPUT for bad arguments, REMAT_E_NOMEM. */
+/* Returns REMAT_OK when it could replay (valid or not: see (*out)->valid);
+ * *out is then a new result, freed with remat_join_sim_result_free(), as
+ * remat_simulate() does. REMAT_E_INPUT for bad arguments, REMAT_E_NOMEM; *out
+ * is NULL then. */
 remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
-                                 uint64_t limit, remat_join_sim_result *res, remat_error *err);
+                                 uint64_t limit, remat_join_sim_result **out, remat_error *err);
+/* Frees a result; NULL is allowed. */
+void remat_join_sim_result_free(remat_join_sim_result *r);
 
 /* Solver limits. */
 typedef struct remat_join_options {

@@ -47,7 +47,7 @@ typedef struct remat_schedule {
 } remat_schedule;
 
 /* New empty schedule; free with remat_schedule_free(). */
-remat_status remat_schedule_new(const char *algorithm, remat_schedule **out, remat_error *err);
+remat_status remat_schedule_create(const char *algorithm, remat_schedule **out, remat_error *err);
 remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err);
 void remat_schedule_free(remat_schedule *s);
 

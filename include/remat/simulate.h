@@ -15,7 +15,7 @@ typedef struct remat_sim_options {
      * link: a schedule with Off/Pre/Wait is then invalid. Must be finite, >= 0. */
     double bandwidth;
     /* When nonzero, record a timeline (compute ops and copies with start/end
-     * times, memory over time) for remat_sim_timeline_to_json(). */
+     * times, memory over time), which remat_sim_result_to_json() writes. */
     int record_timeline;
 } remat_sim_options;
 
@@ -40,9 +40,9 @@ typedef struct remat_sim_result {
     uint64_t *mem_during; /* [n_ops] memory in use while op k runs (overhead included) */
     uint64_t *mem_after;  /* [n_ops] memory held after op k */
     /* When !valid: the first failing op (index, text) and why. For a schedule
-     * that ends early (missing B ops), fail_op == n_ops. */
-    size_t fail_op;
-    char fail_op_text[REMAT_OP_TEXT_MAX];
+     * that ends early (missing B ops), failed_op == n_ops. */
+    size_t failed_op;
+    char failed_op_text[REMAT_OP_TEXT_MAX];
     char reason[256];
     /* Timed simulation (bandwidth > 0): idle time of compute and of each link
      * between time 0 and the end of the schedule. Zero otherwise. */

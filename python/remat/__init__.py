@@ -160,7 +160,7 @@ class Schedule:
     def from_ops(cls, ops, algorithm="hand"):
         """A schedule from op texts such as ["Fall 1", "B 2", ...]."""
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
-        _call(_lib.lib.remat_schedule_new, algorithm.encode(), ctypes.byref(ptr))
+        _call(_lib.lib.remat_schedule_create, algorithm.encode(), ctypes.byref(ptr))
         self = cls(ptr)
         for text in ops:
             op = _lib.Op()
@@ -285,7 +285,7 @@ def store_all_cost(chain):
 
 class SimResult:
     """What remat.simulate() found: valid, time, peak_bytes, mem_during,
-    mem_after, and for invalid schedules fail_op, fail_op_text, reason."""
+    mem_after, and for invalid schedules failed_op, failed_op_text, reason."""
 
     def __init__(self, r):
         self.valid = bool(r.valid)
@@ -294,14 +294,14 @@ class SimResult:
         n = int(r.n_ops)
         self.mem_during = [int(r.mem_during[k]) for k in range(n)] if r.mem_during else []
         self.mem_after = [int(r.mem_after[k]) for k in range(n)] if r.mem_after else []
-        self.fail_op = int(r.fail_op) if not self.valid else None
-        self.fail_op_text = r.fail_op_text.decode() if not self.valid else None
+        self.failed_op = int(r.failed_op) if not self.valid else None
+        self.failed_op_text = r.failed_op_text.decode() if not self.valid else None
         self.reason = r.reason.decode() if not self.valid else None
 
     def __repr__(self):
         if self.valid:
             return "<SimResult valid time=%g peak=%d>" % (self.time, self.peak_bytes)
-        return "<SimResult invalid at %s: %s>" % (self.fail_op_text, self.reason)
+        return "<SimResult invalid at %s: %s>" % (self.failed_op_text, self.reason)
 
 
 def simulate(chain, schedule, bandwidth=0.0):
@@ -354,7 +354,7 @@ class Plan:
 def plan(chain, schedule):
     """What each op of `schedule` reads, creates and frees on `chain`."""
     ptr = ctypes.POINTER(_lib.ExecPlan)()
-    _call(_lib.lib.remat_exec_plan_build, chain._ptr, schedule._ptr, ctypes.byref(ptr))
+    _call(_lib.lib.remat_exec_plan_create, chain._ptr, schedule._ptr, ctypes.byref(ptr))
     try:
         return Plan(ptr.contents)
     finally:

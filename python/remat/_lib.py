@@ -109,8 +109,8 @@ class SimResult(Structure):
     # Leading fields of remat_sim_result; only read through a pointer.
     _fields_ = [("valid", c_int), ("time", c_double), ("peak_bytes", c_uint64),
                 ("n_ops", c_size_t), ("mem_during", POINTER(c_uint64)),
-                ("mem_after", POINTER(c_uint64)), ("fail_op", c_size_t),
-                ("fail_op_text", c_char * OP_TEXT_MAX), ("reason", c_char * 256)]
+                ("mem_after", POINTER(c_uint64)), ("failed_op", c_size_t),
+                ("failed_op_text", c_char * OP_TEXT_MAX), ("reason", c_char * 256)]
 
 
 class ExecRef(Structure):
@@ -163,7 +163,7 @@ def _declare(lib):
         "remat_chain_load": (c_int, [c_char_p, P(P(ChainStruct)), P(Error)]),
         "remat_chain_to_json": (c_int, [P(ChainStruct), P(c_void_p), P(Error)]),
         "remat_chain_free": (None, [P(ChainStruct)]),
-        "remat_schedule_new": (c_int, [c_char_p, P(P(ScheduleStruct)), P(Error)]),
+        "remat_schedule_create": (c_int, [c_char_p, P(P(ScheduleStruct)), P(Error)]),
         "remat_schedule_push": (c_int, [P(ScheduleStruct), Op, P(Error)]),
         "remat_schedule_free": (None, [P(ScheduleStruct)]),
         "remat_schedule_to_json": (c_int, [P(ScheduleStruct), P(c_void_p), P(Error)]),
@@ -180,7 +180,7 @@ def _declare(lib):
         "remat_simulate": (c_int, [P(ChainStruct), P(ScheduleStruct), P(SimOptions),
                                    P(P(SimResult)), P(Error)]),
         "remat_sim_result_free": (None, [P(SimResult)]),
-        "remat_exec_plan_build": (c_int, [P(ChainStruct), P(ScheduleStruct), P(P(ExecPlan)),
+        "remat_exec_plan_create": (c_int, [P(ChainStruct), P(ScheduleStruct), P(P(ExecPlan)),
                                           P(Error)]),
         "remat_exec_plan_free": (None, [P(ExecPlan)]),
     }

@@ -44,9 +44,9 @@ static remat_status problem_check(remat_join_problem *out, size_t k, const uint3
     return REMAT_OK;
 }
 
-remat_status remat_join_problem_init(remat_join_problem *out, size_t k, const uint32_t *lengths,
-                                     double fwd_time, double bwd_time, double turn_time,
-                                     uint64_t slots, remat_error *err) {
+remat_status remat_join_problem_set(remat_join_problem *out, size_t k, const uint32_t *lengths,
+                                    double fwd_time, double bwd_time, double turn_time,
+                                    uint64_t slots, remat_error *err) {
     return problem_check(out, k, lengths, fwd_time, bwd_time, turn_time, slots, "join problem",
                          err);
 }
@@ -437,19 +437,14 @@ static void sim_end_check(const join_mem *m, size_t n, remat_join_sim_result *r)
     r->reason[0] = '\0';
 }
 
-remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
-                                 uint64_t limit, remat_join_sim_result *res, remat_error *err) {
-    REMAT__RETURN_IF(!p || !res || (n && !ops), err, REMAT_E_INPUT,
-                     "remat_join_simulate: NULL argument");
-    REMAT__RETURN_IF(p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
-                     "remat_join_simulate: bad branch count %zu", p->k);
-    memset(res, 0, sizeof *res);
+/* Replays ops into res (already zeroed); REMAT_E_NOMEM when the copy counts
+ * cannot be allocated. */
+static remat_status join_replay(const remat_join_problem *p, const remat_join_op *ops, size_t n,
+                                uint64_t limit, remat_join_sim_result *res, remat_error *err) {
     join_mem m;
     memset(&m, 0, sizeof m);
     m.p = p;
     for (size_t j = 0; j < p->k; j++) {
-        REMAT__RETURN_IF(p->lengths[j] > REMAT_JOIN_MAX_LENGTH, err, REMAT_E_INPUT,
-                         "remat_join_simulate: branch %zu is too long", j + 1);
         m.base[j + 1] = m.base[j] + p->lengths[j] + 1;
         m.bar[j] = BAR_NONE;
     }
@@ -482,3 +477,27 @@ remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_o
     free(m.copies);
     return REMAT_OK;
 }
+
+remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
+                                 uint64_t limit, remat_join_sim_result **out, remat_error *err) {
+    remat__clear(err);
+    REMAT__RETURN_IF(!p || !out || (n && !ops), err, REMAT_E_INPUT,
+                     "remat_join_simulate: NULL argument");
+    *out = NULL;
+    REMAT__RETURN_IF(p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
+                     "remat_join_simulate: bad branch count %zu", p->k);
+    for (size_t j = 0; j < p->k; j++)
+        REMAT__RETURN_IF(p->lengths[j] > REMAT_JOIN_MAX_LENGTH, err, REMAT_E_INPUT,
+                         "remat_join_simulate: branch %zu is too long", j + 1);
+    remat_join_sim_result *res = calloc(1, sizeof *res);
+    REMAT__RETURN_IF(!res, err, REMAT_E_NOMEM, "remat_join_simulate: out of memory");
+    remat_status st = join_replay(p, ops, n, limit, res, err);
+    if (st != REMAT_OK) {
+        free(res);
+        return st;
+    }
+    *out = res;
+    return REMAT_OK;
+}
+
+void remat_join_sim_result_free(remat_join_sim_result *r) { free(r); }

@@ -4,8 +4,8 @@
 
 #include "internal.h"
 
-remat_status remat_schedule_new(const char *algorithm, remat_schedule **out, remat_error *err) {
-    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_new: out is NULL");
+remat_status remat_schedule_create(const char *algorithm, remat_schedule **out, remat_error *err) {
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_create: out is NULL");
     *out = calloc(1, sizeof **out);
     REMAT__RETURN_IF(!*out, err, REMAT_E_NOMEM, "schedule: out of memory");
     remat__strlcpy((*out)->algorithm, algorithm ? algorithm : "", REMAT_ALGORITHM_MAX);

@@ -52,7 +52,7 @@ remat_status remat_schedule_from_json(const char *text, size_t len, const char *
     cJSON *doc;
     REMAT__FORWARD(remat__json_parse(text, len, src, "remat-schedule-1", &doc, err));
     remat_schedule *s = NULL;
-    remat_status st = remat_schedule_new("", &s, err);
+    remat_status st = remat_schedule_create("", &s, err);
     if (st == REMAT_OK) st = schedule_from_doc(doc, src, s, err);
     cJSON_Delete(doc);
     if (st != REMAT_OK) {

@@ -128,11 +128,11 @@ void remat_sim_result_free(remat_sim_result *r) {
 
 void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why) {
     r->valid = 0;
-    r->fail_op = k;
+    r->failed_op = k;
     if (k < s->n_ops)
-        remat_op_format(s->ops[k], r->fail_op_text);
+        remat_op_format(s->ops[k], r->failed_op_text);
     else
-        remat__strlcpy(r->fail_op_text, "(end)", sizeof r->fail_op_text);
+        remat__strlcpy(r->failed_op_text, "(end)", sizeof r->failed_op_text);
     remat__strlcpy(r->reason, why, sizeof r->reason);
 }
 
@@ -220,8 +220,8 @@ remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, rem
         remat__json_number(&b, r->time);
         remat__buf_printf(&b, ", \"peak_bytes\": %llu", (unsigned long long)r->peak_bytes);
     } else {
-        remat__buf_printf(&b, "{\"valid\": false, \"op_index\": %zu, \"op\": \"", r->fail_op);
-        remat__buf_json_string(&b, r->fail_op_text);
+        remat__buf_printf(&b, "{\"valid\": false, \"op_index\": %zu, \"op\": \"", r->failed_op);
+        remat__buf_json_string(&b, r->failed_op_text);
         remat__buf_printf(&b, "\", \"reason\": \"");
         remat__buf_json_string(&b, r->reason);
         remat__buf_printf(&b, "\"");

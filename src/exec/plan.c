@@ -101,10 +101,10 @@ static remat_status build_steps(const remat_chain *c, const remat_schedule *s,
     return st;
 }
 
-remat_status remat_exec_plan_build(const remat_chain *c, const remat_schedule *s,
-                                   remat_exec_plan **out, remat_error *err) {
+remat_status remat_exec_plan_create(const remat_chain *c, const remat_schedule *s,
+                                    remat_exec_plan **out, remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_exec_plan_build: NULL argument");
+    REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_exec_plan_create: NULL argument");
     *out = NULL;
     remat_exec_plan *p = calloc(1, sizeof *p);
     REMAT__RETURN_IF(!p, err, REMAT_E_NOMEM, "plan: out of memory");

@@ -248,8 +248,8 @@ remat_status remat_join_plan_create(const remat_join_problem *p, const unsigned 
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_plan_create: NULL argument");
     *out = NULL;
     remat_join_problem chk;
-    REMAT__FORWARD(remat_join_problem_init(&chk, p->k, p->lengths, p->fwd_time, p->bwd_time,
-                                           p->turn_time, p->slots, err));
+    REMAT__FORWARD(remat_join_problem_set(&chk, p->k, p->lengths, p->fwd_time, p->bwd_time,
+                                          p->turn_time, p->slots, err));
     remat_join_plan *pl = calloc(1, sizeof *pl);
     REMAT__RETURN_IF(!pl, err, REMAT_E_NOMEM, "join plan: out of memory");
     pl->p = chk;
@@ -409,13 +409,16 @@ static remat_status new_schedule(const char *alg, uint64_t slots, remat_join_sch
 /* Replays s on p to fill peak_slots; a solver's schedule that fails is a bug. */
 static remat_status measure(const remat_join_problem *p, remat_join_schedule *s, uint64_t limit,
                             double *time, remat_error *err) {
-    remat_join_sim_result r;
+    remat_join_sim_result *r = NULL;
     REMAT__FORWARD(remat_join_simulate(p, s->ops, s->n_ops, limit, &r, err));
-    REMAT__RETURN_IF(!r.valid, err, REMAT_E_INTERNAL,
-                     "join schedule fails the simulator (a bug in remat): %s", r.reason);
-    s->peak_slots = r.peak_slots;
-    if (time) *time = r.time;
-    return REMAT_OK;
+    remat_status st = REMAT_OK;
+    if (!r->valid)
+        st = remat__fail(err, REMAT_E_INTERNAL,
+                         "join schedule fails the simulator (a bug in remat): %s", r->reason);
+    s->peak_slots = r->peak_slots;
+    if (time) *time = r->time;
+    remat_join_sim_result_free(r);
+    return st;
 }
 
 static remat_status infeasible(remat_error *err, uint64_t c, uint64_t cmin, const char *what) {

@@ -55,7 +55,7 @@ remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, do
     remat_status st = REMAT_OK;
     if (!r->valid)
         st = remat__fail(err, REMAT_E_INTERNAL, "%s produced an invalid schedule: op %zu (%s): %s",
-                         s->algorithm, r->fail_op, r->fail_op_text, r->reason);
+                         s->algorithm, r->failed_op, r->failed_op_text, r->reason);
     else {
         s->time = r->time;
         s->peak_bytes = r->peak_bytes;

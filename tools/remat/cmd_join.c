@@ -203,10 +203,12 @@ int cli_simulate_join(const char *problem_path, const char *schedule_path) {
     if (st != REMAT_OK) return fail(problem_path, st, &e);
     st = remat_join_schedule_load(schedule_path, &s, &e);
     if (st != REMAT_OK) return fail(schedule_path, st, &e);
-    remat_join_sim_result r;
-    st = remat_join_simulate(&p, s->ops, s->n_ops, p.slots, &r, &e);
+    remat_join_sim_result *res = NULL;
+    st = remat_join_simulate(&p, s->ops, s->n_ops, p.slots, &res, &e);
     remat_join_schedule_free(s);
     if (st != REMAT_OK) return fail(schedule_path, st, &e);
+    remat_join_sim_result r = *res;
+    remat_join_sim_result_free(res);
     char t[40];
     put_num(t, sizeof t, r.time);
     if (r.valid) {

@@ -85,7 +85,7 @@ int cmd_simulate(int argc, char **argv) {
         else rc = cli_write_output(NULL, text);
         remat_free(text);
         if (rc == CLI_OK && !r->valid)
-            rc = cli_usage_error("%s: op %zu (%s): %s", paths[1], r->fail_op, r->fail_op_text,
+            rc = cli_usage_error("%s: op %zu (%s): %s", paths[1], r->failed_op, r->failed_op_text,
                                  r->reason);
     }
     remat_sim_result_free(r);
