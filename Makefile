@@ -8,8 +8,10 @@ SAN     ?=
 PREFIX  ?= /usr/local
 # The interpreter of the tests, benchmarks and figures: the venv `make deps` makes.
 PYTHON  ?= $(CURDIR)/.venv/bin/python
+# -fvisibility=hidden: libremat.so exports only what the headers mark REMAT_API
+# (the tests link the static library and may call remat__ internals).
 CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Iinclude -D_POSIX_C_SOURCE=200809L -pthread \
-             -fPIC -MMD -MP $(OPT) $(SAN) $(CFLAGS)
+             -fPIC -fvisibility=hidden -MMD -MP $(OPT) $(SAN) $(CFLAGS)
 LDLIBS_ALL = -lcjson -lm -pthread $(SAN) $(LDFLAGS)
 
 LIB_SRC   := $(sort $(wildcard src/core/*.c src/solvers/*.c src/exec/*.c))

@@ -14,6 +14,14 @@
 extern "C" {
 #endif
 
+/* Marks the public API. libremat is built with -fvisibility=hidden, so only
+ * the functions declared with REMAT_API are exported from libremat.so. */
+#if defined(__GNUC__) || defined(__clang__)
+#define REMAT_API __attribute__((visibility("default")))
+#else
+#define REMAT_API
+#endif
+
 #define REMAT_VERSION_MAJOR 0
 #define REMAT_VERSION_MINOR 1
 #define REMAT_VERSION_PATCH 0
@@ -21,8 +29,8 @@ extern "C" {
     (REMAT_VERSION_MAJOR * 10000 + REMAT_VERSION_MINOR * 100 + REMAT_VERSION_PATCH)
 
 /* The version of the loaded library, so a binding can check compatibility. */
-int remat_version_number(void);
-const char *remat_version_string(void);
+REMAT_API int remat_version_number(void);
+REMAT_API const char *remat_version_string(void);
 
 typedef enum remat_status {
     REMAT_OK = 0,
@@ -45,10 +53,10 @@ typedef struct remat_error {
 } remat_error;
 
 /* Short stable name of a status, e.g. "REMAT_E_INPUT". Never NULL. */
-const char *remat_status_name(remat_status s);
+REMAT_API const char *remat_status_name(remat_status s);
 
 /* Frees a buffer the library returned (strings from the *_to_json calls). */
-void remat_free(void *p);
+REMAT_API void remat_free(void *p);
 
 #ifdef __cplusplus
 }
