@@ -174,6 +174,19 @@ static void version_and_status_names(void) {
     ASSERT_CONTAINS(remat_version_string(), ".");
     ASSERT_CONTAINS(remat_status_name(REMAT_E_INFEASIBLE), "INFEASIBLE");
     ASSERT_CONTAINS(remat_status_name((remat_status)77), "UNKNOWN");
+    ASSERT_CONTAINS(remat_strerror(REMAT_E_NOMEM), "out of memory");
+    ASSERT_CONTAINS(remat_strerror((remat_status)-1), "unknown");
+    /* The list is dense from 0: every value up to the last has a name and a text. */
+    int seen = 0;
+#define COUNT_STATUS(name, value, text) \
+    ASSERT_EQ_INT(value, seen);         \
+    ASSERT_TRUE(strcmp(remat_status_name(REMAT_##name), "REMAT_" #name) == 0); \
+    ASSERT_TRUE(strcmp(remat_strerror(REMAT_##name), text) == 0);              \
+    seen++;
+    REMAT_STATUS_MAP(COUNT_STATUS)
+#undef COUNT_STATUS
+    ASSERT_EQ_INT(seen, 7);
+    ASSERT_CONTAINS(remat_status_name((remat_status)seen), "UNKNOWN");
 }
 
 static const test_case cases[] = {

@@ -32,14 +32,22 @@ extern "C" {
 REMAT_API int remat_version_number(void);
 REMAT_API const char *remat_version_string(void);
 
+/* Every status, as X(NAME, value, description): the enum, remat_status_name()
+ * and remat_strerror() all come from this one list. For E_INFEASIBLE,
+ * err->min_memory says what memory would do. */
+#define REMAT_STATUS_MAP(X)                                                                     \
+    X(OK, 0, "success")                                                                         \
+    X(E_INPUT, 1, "bad input: a malformed document, a bad field or a bad argument")             \
+    X(E_INFEASIBLE, 2, "no schedule fits the memory")                                           \
+    X(E_NOMEM, 3, "out of memory")                                                              \
+    X(E_TOO_LARGE, 4, "a table or search would exceed the documented size limit")               \
+    X(E_IO, 5, "a file could not be read or written")                                           \
+    X(E_INTERNAL, 6, "a bug in remat: please report it")
+
 typedef enum remat_status {
-    REMAT_OK = 0,
-    REMAT_E_INPUT = 1,      /* bad input: malformed document, bad field, bad argument */
-    REMAT_E_INFEASIBLE = 2, /* no schedule fits the memory; err->min_memory says what would */
-    REMAT_E_NOMEM = 3,      /* an allocation failed */
-    REMAT_E_TOO_LARGE = 4,  /* a table or search would exceed the documented size limit */
-    REMAT_E_IO = 5,         /* a file could not be read or written */
-    REMAT_E_INTERNAL = 6    /* a bug in remat: please report it */
+#define REMAT__STATUS_ENUM(name, value, text) REMAT_##name = value,
+    REMAT_STATUS_MAP(REMAT__STATUS_ENUM)
+#undef REMAT__STATUS_ENUM
 } remat_status;
 
 #define REMAT_MESSAGE_MAX 512
@@ -52,8 +60,12 @@ typedef struct remat_error {
     uint64_t min_memory;
 } remat_error;
 
-/* Short stable name of a status, e.g. "REMAT_E_INPUT". Never NULL. */
+/* Short stable name of a status, e.g. "REMAT_E_INPUT"; "REMAT_E_UNKNOWN" for a
+ * value not in the list. Never NULL; static storage. */
 REMAT_API const char *remat_status_name(remat_status s);
+/* What a status means, in words, e.g. "out of memory". Never NULL; static
+ * storage. The message of a remat_error says more (which file, which field). */
+REMAT_API const char *remat_strerror(remat_status s);
 
 /* Frees a buffer the library returned (strings from the *_to_json calls). */
 REMAT_API void remat_free(void *p);

@@ -64,8 +64,10 @@ class InternalError(RematError):
     status = "REMAT_E_INTERNAL"
 
 
-_BY_STATUS = {1: InputError, 2: InfeasibleError, 3: NoMemoryError, 4: TooLargeError,
-              5: RematIOError, 6: InternalError}
+# Exceptions by the C status name (remat_status_name), so no status number is
+# written twice.
+_BY_NAME = {cls.status: cls for cls in (InputError, InfeasibleError, NoMemoryError,
+                                        TooLargeError, RematIOError, InternalError)}
 
 
 class Error(Structure):
@@ -154,6 +156,7 @@ def _declare(lib):
         "remat_version_number": (c_int, []),
         "remat_version_string": (c_char_p, []),
         "remat_status_name": (c_char_p, [c_int]),
+        "remat_strerror": (c_char_p, [c_int]),
         "remat_free": (None, [c_void_p]),
         "remat_parse_size": (c_int, [c_char_p, P(c_uint64), P(Error)]),
         "remat_chain_create": (c_int, [c_char_p, c_uint64, c_uint64, P(Stage), c_size_t,
@@ -204,7 +207,10 @@ def check(status, err):
     if status == 0:
         return
     msg = err.message.decode("utf-8", "replace")
-    cls = _BY_STATUS.get(status, InternalError)
+    name = lib.remat_status_name(status).decode()
+    if not msg:
+        msg = "%s: %s" % (name, lib.remat_strerror(status).decode())
+    cls = _BY_NAME.get(name, InternalError)
     if cls is InfeasibleError:
         raise InfeasibleError(msg, int(err.min_memory))
     raise cls(msg)

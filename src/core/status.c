@@ -15,15 +15,22 @@ const char *remat_version_string(void) {
 
 const char *remat_status_name(remat_status s) {
     switch (s) {
-    case REMAT_OK: return "REMAT_OK";
-    case REMAT_E_INPUT: return "REMAT_E_INPUT";
-    case REMAT_E_INFEASIBLE: return "REMAT_E_INFEASIBLE";
-    case REMAT_E_NOMEM: return "REMAT_E_NOMEM";
-    case REMAT_E_TOO_LARGE: return "REMAT_E_TOO_LARGE";
-    case REMAT_E_IO: return "REMAT_E_IO";
-    case REMAT_E_INTERNAL: return "REMAT_E_INTERNAL";
+#define REMAT__STATUS_NAME(name, value, text) \
+    case REMAT_##name: return "REMAT_" #name;
+        REMAT_STATUS_MAP(REMAT__STATUS_NAME)
+#undef REMAT__STATUS_NAME
     }
     return "REMAT_E_UNKNOWN";
+}
+
+const char *remat_strerror(remat_status s) {
+    switch (s) {
+#define REMAT__STATUS_TEXT(name, value, text) \
+    case REMAT_##name: return text;
+        REMAT_STATUS_MAP(REMAT__STATUS_TEXT)
+#undef REMAT__STATUS_TEXT
+    }
+    return "unknown status";
 }
 
 void remat_free(void *p) { free(p); }
