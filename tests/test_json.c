@@ -147,7 +147,7 @@ static void examples_round_trip_byte_for_byte(void) {
         char *text = NULL, *orig = NULL;
         size_t len;
         ASSERT_STATUS(remat_chain_to_json(c, &text, NULL), REMAT_OK);
-        ASSERT_STATUS(remat__read_file(files[k], &orig, &len, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_read_file(files[k], &orig, &len, NULL), REMAT_OK);
         int same = strcmp(text, orig) == 0;
         size_t n = c->n;
         remat_free(text);

@@ -70,6 +70,29 @@ REMAT_API const char *remat_strerror(remat_status s);
 /* Frees a buffer the library returned (strings from the *_to_json calls). */
 REMAT_API void remat_free(void *p);
 
+/* Files. Every loader reads through remat_read_file() and every save writes
+ * through remat_write_file(); front-ends (the CLI, the Python binding) use
+ * them too, so every document is read and written the same way. */
+
+/* No document may be larger than this. */
+#define REMAT_MAX_DOCUMENT_BYTES ((size_t)256 << 20)
+
+/* Reads the whole file into a new NUL-terminated buffer *out (free it with
+ * remat_free()), *len bytes long (len may be NULL). Any kind of file works
+ * (devices, pipes, /dev/stdin), but reading stops with REMAT_E_INPUT past
+ * REMAT_MAX_DOCUMENT_BYTES; a directory or an unreadable file is REMAT_E_IO.
+ * On failure *out is NULL. */
+REMAT_API remat_status remat_read_file(const char *path, char **out, size_t *len,
+                                       remat_error *err);
+
+/* Writes len bytes of data to path atomically: into a temporary file in the
+ * same directory, flushed and synced, then renamed over path (a symbolic link
+ * keeps pointing at the new file; an existing file keeps its permissions). On
+ * failure (REMAT_E_IO) path keeps its old contents and no temporary file is
+ * left. A device or pipe (e.g. /dev/stdout) is written in place. */
+REMAT_API remat_status remat_write_file(const char *path, const char *data, size_t len,
+                                        remat_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -99,7 +99,7 @@ remat_status remat_chain_load(const char *path, remat_chain **out, remat_error *
     *out = NULL;
     char *text;
     size_t len;
-    REMAT__FORWARD(remat__json_read(path, &text, &len, err));
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_chain_from_json(text, len, path, out, err);
     free(text);
     return s;
@@ -151,7 +151,7 @@ remat_status remat_chain_save(const remat_chain *c, const char *path, remat_erro
     REMAT__RETURN_IF(!path, err, REMAT_E_INPUT, "remat_chain_save: path is NULL");
     char *text;
     REMAT__FORWARD(remat_chain_to_json(c, &text, err));
-    remat_status s = remat__write_file(path, text, err);
+    remat_status s = remat_write_file(path, text, strlen(text), err);
     remat_free(text);
     return s;
 }

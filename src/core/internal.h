@@ -63,9 +63,9 @@ void remat__buf_printf(remat__buf *b, const char *fmt, ...) REMAT__PRINTF(2, 3);
 /* Hands the text to *out (caller frees with remat_free) or reports NOMEM. */
 remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err);
 
-/* Reads a whole file; *out is NUL-terminated, free with free(). */
-remat_status remat__read_file(const char *path, char **out, size_t *len, remat_error *err);
-remat_status remat__write_file(const char *path, const char *text, remat_error *err);
+/* remat_read_file with its own cap of max bytes (file_io.c). */
+remat_status remat__read_file_max(const char *path, size_t max, char **out, size_t *len,
+                                  remat_error *err);
 
 /* remat_chain_create with `src` (e.g. a file name) heading its error messages
  * (chain.c); the JSON loader builds chains through it. */

@@ -134,7 +134,7 @@ remat_status remat_join_problem_load(const char *path, remat_join_problem *out, 
     char *text = NULL;
     size_t len = 0;
     REMAT__RETURN_IF(!path, err, REMAT_E_INPUT, "remat_join_problem_load: path is NULL");
-    REMAT__FORWARD(remat__read_file(path, &text, &len, err));
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_join_problem_from_json(text, len, path, out, err);
     free(text);
     return s;
@@ -300,7 +300,7 @@ remat_status remat_join_schedule_load(const char *path, remat_join_schedule **ou
     size_t len = 0;
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_schedule_load: NULL argument");
     *out = NULL;
-    REMAT__FORWARD(remat__read_file(path, &text, &len, err));
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_join_schedule_from_json(text, len, path, out, err);
     free(text);
     return s;

@@ -2,7 +2,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "json_util.h"
 
@@ -87,17 +86,6 @@ remat_status remat__json_parse(const char *text, size_t len, const char *src, co
     }
     *out = doc;
     return REMAT_OK;
-}
-
-remat_status remat__json_read(const char *path, char **out, size_t *len, remat_error *err) {
-    *out = NULL;
-    struct stat sb;
-    REMAT__RETURN_IF(stat(path, &sb) != 0, err, REMAT_E_IO, "%s: cannot open file", path);
-    REMAT__RETURN_IF(S_ISDIR(sb.st_mode), err, REMAT_E_IO, "%s: is a directory", path);
-    REMAT__RETURN_IF(sb.st_size > (off_t)REMAT__JSON_MAX_BYTES, err, REMAT_E_INPUT,
-                     "%s: %lld bytes, more than the limit of %zu MiB for a document", path,
-                     (long long)sb.st_size, REMAT__JSON_MAX_BYTES >> 20);
-    return remat__read_file(path, out, len, err);
 }
 
 /* Looks up obj.key; reports a missing required field. *v is NULL when absent. */

@@ -9,16 +9,12 @@
 #include "internal.h"
 
 /* Documents larger than this are refused before parsing (docs/formats.md). */
-#define REMAT__JSON_MAX_BYTES ((size_t)256 << 20)
+#define REMAT__JSON_MAX_BYTES REMAT_MAX_DOCUMENT_BYTES
 
 /* Parses `len` bytes of text into *out (free with cJSON_Delete). The top level
  * must be an object whose "format" is `format`. */
 remat_status remat__json_parse(const char *text, size_t len, const char *src, const char *format,
                                cJSON **out, remat_error *err);
-
-/* Reads a file of at most REMAT__JSON_MAX_BYTES; *out is NUL-terminated,
- * free it with free(). */
-remat_status remat__json_read(const char *path, char **out, size_t *len, remat_error *err);
 
 /* Field getters. `prefix` is the path of obj ("" at the top, "stages[3]."
  * inside a stage); messages read "<src>: <prefix><key>: <problem>". When the

@@ -69,7 +69,7 @@ remat_status remat_schedule_load(const char *path, remat_schedule **out, remat_e
     *out = NULL;
     char *text;
     size_t len;
-    REMAT__FORWARD(remat__json_read(path, &text, &len, err));
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_schedule_from_json(text, len, path, out, err);
     free(text);
     return s;
@@ -103,7 +103,7 @@ remat_status remat_schedule_save(const remat_schedule *s, const char *path, rema
     REMAT__RETURN_IF(!path, err, REMAT_E_INPUT, "remat_schedule_save: path is NULL");
     char *text;
     REMAT__FORWARD(remat_schedule_to_json(s, &text, err));
-    remat_status st = remat__write_file(path, text, err);
+    remat_status st = remat_write_file(path, text, strlen(text), err);
     remat_free(text);
     return st;
 }

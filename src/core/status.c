@@ -114,45 +114,6 @@ remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err) {
     return REMAT_OK;
 }
 
-remat_status remat__read_file(const char *path, char **out, size_t *len, remat_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    REMAT__RETURN_IF(!f, err, REMAT_E_IO, "%s: cannot open file", path);
-    remat__buf b = {0};
-    char chunk[65536];
-    size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (b.len + k + 1 > b.cap) {
-            size_t ncap = b.cap ? b.cap : 65536;
-            while (ncap < b.len + k + 1) ncap *= 2;
-            char *nd = realloc(b.data, ncap);
-            if (!nd) { free(b.data); fclose(f); return remat__fail(err, REMAT_E_NOMEM, "%s: out of memory", path); }
-            b.data = nd;
-            b.cap = ncap;
-        }
-        memcpy(b.data + b.len, chunk, k);
-        b.len += k;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b.data); return remat__fail(err, REMAT_E_IO, "%s: read error", path); }
-    if (!b.data) { b.data = malloc(1); if (!b.data) return remat__fail(err, REMAT_E_NOMEM, "out of memory"); }
-    b.data[b.len] = '\0';
-    *out = b.data;
-    if (len) *len = b.len;
-    return REMAT_OK;
-}
-
-remat_status remat__write_file(const char *path, const char *text, remat_error *err) {
-    FILE *f = fopen(path, "wb");
-    REMAT__RETURN_IF(!f, err, REMAT_E_IO, "%s: cannot open file for writing", path);
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    REMAT__RETURN_IF(bad, err, REMAT_E_IO, "%s: write error", path);
-    return REMAT_OK;
-}
-
 unsigned remat__threads(unsigned want) {
     if (want) return want;
     long k = sysconf(_SC_NPROCESSORS_ONLN);

@@ -69,7 +69,7 @@ static int parse_args(int argc, char **argv, join_args *a) {
         }
     }
     if (!a->problem) return cli_usage_error("join: missing PROBLEM; run `remat join --help`");
-    return 0;
+    return cli_check_output(a->out, a->problem);
 }
 
 /* Reports a library failure naming the file. */
