@@ -691,8 +691,9 @@ static void test_bad_inputs(void) {
         {"{\"format\":\"remat-join-1\",\"branches\":[2],\"fwd_time\":\"1\",\"bwd_time\":1,"
          "\"turn_time\":1}", "\"fwd_time\""},
         {"{\"format\":\"remat-chain-1\",\"branches\":[2],\"fwd_time\":1,\"bwd_time\":1,"
-         "\"turn_time\":1}", "\"format\""},
-        {"{\"branches\":[2],\"fwd_time\":1,\"bwd_time\":1,\"turn_time\":1}", "\"format\""},
+         "\"turn_time\":1}", "format: \"remat-chain-1\" is not \"remat-join-1\""},
+        {"{\"branches\":[2],\"fwd_time\":1,\"bwd_time\":1,\"turn_time\":1}",
+         "format: missing required field"},
         {"[1, 2]", "object"},
         {"{\"format\":\"remat-join-1\",", "JSON"},
     };

@@ -67,11 +67,12 @@ remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err);
 remat_status remat__read_file_max(const char *path, size_t max, char **out, size_t *len,
                                   remat_error *err);
 
-/* remat_chain_create with `src` (e.g. a file name) heading its error messages
- * (chain.c); the JSON loader builds chains through it. */
-remat_status remat__chain_create_src(const char *src, const char *name, uint64_t input_bytes,
-                                     uint64_t input_grad_bytes, const remat_stage *stages,
-                                     size_t n, remat_chain **out, remat_error *err);
+/* Validates a chain like remat_chain_create (`src`, e.g. a file name, heads
+ * the messages) and hands it `stages` (n entries, malloc'd) without a copy:
+ * on success the chain owns them, on failure they are freed (chain.c). */
+remat_status remat__chain_adopt(const char *src, const char *name, uint64_t input_bytes,
+                                uint64_t input_grad_bytes, remat_stage *stages, size_t n,
+                                remat_chain **out, remat_error *err);
 
 /* Number of worker threads to use for a request of `want` (0 = online cores). */
 unsigned remat__threads(unsigned want);

@@ -264,6 +264,15 @@ static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_optio
     return REMAT_OK;
 }
 
+/* Times that overflow (recomputing stages whose times are near DBL_MAX) say
+ * nothing and could not be written: such points are left out. */
+static void drop_infinite_points(remat_curve *cv) {
+    size_t n = 0;
+    for (size_t k = 0; k < cv->n; k++)
+        if (isfinite(cv->points[k].time)) cv->points[n++] = cv->points[k];
+    cv->n = n;
+}
+
 remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
                                  size_t max_points, remat_curve **out, remat_error *err) {
     remat_error local;
@@ -272,8 +281,12 @@ remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_curve_compute: NULL argument");
     *out = NULL;
     REMAT__FORWARD(check_options(o, err));
-    if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__curve_optimal(c, o, max_points, out, err);
-    return curve_by_sweep(c, o, max_points, out, err);
+    if (o->algorithm == REMAT_ALG_OPTIMAL)
+        REMAT__FORWARD(remat__curve_optimal(c, o, max_points, out, err));
+    else
+        REMAT__FORWARD(curve_by_sweep(c, o, max_points, out, err));
+    drop_infinite_points(*out);
+    return REMAT_OK;
 }
 
 void remat_curve_free(remat_curve *curve) {
