@@ -73,5 +73,34 @@ run 2 "join PROBLEM from /dev/zero" "$REMAT" join /dev/zero
 run 2 "simulate from /dev/zero" "$REMAT" simulate "$D/tiny.json" /dev/zero
 run 0 "a chain from a pipe" sh -c "cat \"$D/tiny.json\" | exec \"$REMAT\" info /dev/stdin"
 
+run 0 "simulate reads its CHAIN from a pipe" sh -c "cat \"$D/tiny.json\" | exec \"$REMAT\" simulate /dev/stdin \"$D/storeall.sched.json\""
+
+# ---- the same scanner for every document: trailing text, NUL, totals ----
+printf '{"format": "remat-join-1", "branches": [2], "fwd_time": 1, "bwd_time": 1, "turn_time": 1, "slots": 5} x' >"$T/trail.json"
+run 2 "join: text after the document" "$REMAT" join "$T/trail.json"
+err_line "join trailing text: one line with its position" 'trail\.json: line 1, column [0-9]+: text after the end'
+sed 's/"name": "tiny"/"name": "ti\\u0000ny"/' "$D/tiny.json" >"$T/nul_name.json"
+run 2 "a NUL in a name" "$REMAT" info "$T/nul_name.json"
+err_line "NUL in a name: named" 'nul_name\.json: name: contains a NUL character'
+printf '{"format": "remat-schedule-1", "ops": ["Fall 1\\u0000junk"]}' >"$T/nul_op.json"
+run 2 "a NUL in an op" "$REMAT" simulate "$D/tiny.json" "$T/nul_op.json"
+err_line "NUL in an op: named" 'nul_op\.json: ops\[0\]: contains a NUL character'
+printf '{"format": "remat-chain-1\\u0000x", "input_bytes": 1, "stages": []}' >"$T/nul_format.json"
+run 2 "a NUL in the format" "$REMAT" info "$T/nul_format.json"
+printf '{"format": "remat-chain-1", "input_bytes": 1, "stages": [{"fwd_time": 1.5e308, "bwd_time": 1.5e308, "out_bytes": 1, "saved_bytes": 1}]}' >"$T/inf_total.json"
+run 2 "times adding up to infinity" "$REMAT" info "$T/inf_total.json"
+err_line "infinite total: refused at load, naming the file" 'inf_total\.json: stages: the times add up'
+
+# ---- no output holds nan or inf ----
+printf '{"format": "remat-join-1", "branches": [2, 2], "fwd_time": 0, "bwd_time": 0, "turn_time": 0, "slots": 6}' >"$T/free.json"
+for f in csv json; do
+    run 0 "join --compare --format $f of a free problem" "$REMAT" join "$T/free.json" --compare --format $f
+    if grep -qiE 'nan|inf' "$T/out"; then bad "join --compare $f: no nan/inf"; else ok "join --compare $f: no nan/inf"; fi
+    run 0 "join --curve --compare --format $f" "$REMAT" join "$J/toy.json" --curve --compare --format $f
+    if grep -qiE 'nan|inf' "$T/out"; then bad "join --curve $f: no nan/inf"; else ok "join --curve $f: no nan/inf"; fi
+done
+run 0 "join --compare json" "$REMAT" join "$T/free.json" --compare --format json
+if python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['ratio'] == 1" "$T/out"; then ok "0/0 ratio is 1"; else bad "0/0 ratio is 1"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

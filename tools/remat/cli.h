@@ -41,7 +41,9 @@ int cmd_simulate(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_join(int argc, char **argv);
-/* cmd_join.c: checks a join schedule against a join problem; returns the exit code. */
-int cli_simulate_join(const char *problem_path, const char *schedule_path);
+/* cmd_join.c: checks a join schedule against a join problem (its text, read
+ * from problem_path); returns the exit code. */
+int cli_simulate_join(const char *problem_path, const char *problem_text, size_t len,
+                      const char *schedule_path);
 
 #endif

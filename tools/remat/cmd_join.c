@@ -205,11 +205,12 @@ static void put_escaped(FILE *f, const char *s) {
     }
 }
 
-int cli_simulate_join(const char *problem_path, const char *schedule_path) {
+int cli_simulate_join(const char *problem_path, const char *problem_text, size_t len,
+                      const char *schedule_path) {
     remat_join_problem p;
     remat_join_schedule *s = NULL;
     remat_error e;
-    remat_status st = remat_join_problem_load(problem_path, &p, &e);
+    remat_status st = remat_join_problem_from_json(problem_text, len, problem_path, &p, &e);
     if (st != REMAT_OK) return fail(problem_path, st, &e);
     st = remat_join_schedule_load(schedule_path, &s, &e);
     if (st != REMAT_OK) return fail(schedule_path, st, &e);
