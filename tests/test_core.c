@@ -169,6 +169,16 @@ static void simulate_rejects_bad_bandwidth(void) {
     remat_chain_free(c);
 }
 
+static void struct_sizes(void) {
+    ASSERT_EQ_U64(remat_sizeof("remat_solve_options"), sizeof(remat_solve_options));
+    ASSERT_EQ_U64(remat_sizeof("remat_chain"), sizeof(remat_chain));
+    ASSERT_EQ_U64(remat_sizeof("remat_sim_result"), sizeof(remat_sim_result));
+    ASSERT_EQ_U64(remat_sizeof("remat_join_curve"), sizeof(remat_join_curve));
+    ASSERT_EQ_U64(remat_sizeof("remat_join_plan"), 0); /* opaque */
+    ASSERT_EQ_U64(remat_sizeof("remat_chain "), 0);
+    ASSERT_EQ_U64(remat_sizeof(NULL), 0);
+}
+
 static void version_and_status_names(void) {
     ASSERT_EQ_INT(remat_version_number(), REMAT_VERSION_NUMBER);
     ASSERT_CONTAINS(remat_version_string(), ".");
@@ -197,5 +207,6 @@ static const test_case cases[] = {
     {"solve_rejects_bad_options", solve_rejects_bad_options},
     {"simulate_rejects_bad_bandwidth", simulate_rejects_bad_bandwidth},
     {"version_and_status_names", version_and_status_names},
+    {"struct_sizes", struct_sizes},
 };
 TEST_MAIN(cases)

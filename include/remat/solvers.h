@@ -39,6 +39,8 @@ typedef enum remat_revolve_mode {
 #define REMAT_DEFAULT_OFFLOAD_VALUES 50
 /* Default cap on one solver's tables and search state, in bytes. */
 #define REMAT_DEFAULT_MAX_WORK_BYTES ((uint64_t)8 << 30)
+/* remat_solve_options.threads may ask for at most this many threads. */
+#define REMAT_MAX_THREADS 1024u
 
 typedef struct remat_solve_options {
     remat_algorithm algorithm;
@@ -52,7 +54,7 @@ typedef struct remat_solve_options {
     double bandwidth;        /* offload solvers: bytes per time unit, each direction */
     uint32_t offload_values; /* pofo: N memory values; 0 = REMAT_DEFAULT_OFFLOAD_VALUES */
     uint64_t max_work_bytes; /* cap on tables/search; 0 = REMAT_DEFAULT_MAX_WORK_BYTES */
-    unsigned threads;        /* worker threads; 0 = all online cores */
+    unsigned threads;        /* worker threads, 0..REMAT_MAX_THREADS; 0 = all online cores */
 } remat_solve_options;
 
 /* Fills defaults: algorithm optimal, memory 0, slots -1, everything else 0. */

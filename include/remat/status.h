@@ -67,6 +67,12 @@ REMAT_API const char *remat_status_name(remat_status s);
  * storage. The message of a remat_error says more (which file, which field). */
 REMAT_API const char *remat_strerror(remat_status s);
 
+/* sizeof of a public struct, by its name ("remat_solve_options", ...), as the
+ * loaded library was built; 0 for a name that is not a public struct. A
+ * binding that lays the structs out itself (ctypes) checks its sizes against
+ * these, so that a field added to a struct cannot silently corrupt it. */
+REMAT_API size_t remat_sizeof(const char *type_name);
+
 /* Frees a buffer the library returned (strings from the *_to_json calls). */
 REMAT_API void remat_free(void *p);
 

@@ -33,6 +33,24 @@ const char *remat_strerror(remat_status s) {
     return "unknown status";
 }
 
+/* Every public struct, for remat_sizeof(). */
+#define REMAT__PUBLIC_STRUCTS(X)                                                                   \
+    X(remat_error) X(remat_stage) X(remat_chain) X(remat_op) X(remat_schedule)                    \
+    X(remat_solve_options) X(remat_curve_point) X(remat_curve) X(remat_sim_options)               \
+    X(remat_sim_event) X(remat_sim_mem_point) X(remat_sim_result) X(remat_exec_ref)               \
+    X(remat_exec_step) X(remat_exec_plan) X(remat_join_problem) X(remat_join_op)                  \
+    X(remat_join_schedule) X(remat_join_sim_result) X(remat_join_options)                         \
+    X(remat_join_curve_point) X(remat_join_curve)
+
+size_t remat_sizeof(const char *type_name) {
+    if (!type_name) return 0;
+#define REMAT__SIZE_OF(t) \
+    if (strcmp(type_name, #t) == 0) return sizeof(t);
+    REMAT__PUBLIC_STRUCTS(REMAT__SIZE_OF)
+#undef REMAT__SIZE_OF
+    return 0;
+}
+
 void remat_free(void *p) { free(p); }
 
 void remat__clear(remat_error *err) {

@@ -87,6 +87,10 @@ static remat_status check_options(const remat_solve_options *o, remat_error *err
                      "bucket: %llu is 2^53 or more", (unsigned long long)o->bucket_bytes);
     REMAT__RETURN_IF((unsigned)o->revolve_mode > REMAT_REVOLVE_UNIFORM_MEMORY, err, REMAT_E_INPUT,
                      "revolve mode: unknown value %d", (int)o->revolve_mode);
+    REMAT__RETURN_IF(o->threads > REMAT_MAX_THREADS, err, REMAT_E_INPUT,
+                     "threads: %u is more than %u", o->threads, REMAT_MAX_THREADS);
+    REMAT__RETURN_IF(o->exact_no_del != 0 && o->exact_no_del != 1, err, REMAT_E_INPUT,
+                     "exact_no_del: %d is not 0 or 1", o->exact_no_del);
     return REMAT_OK;
 }
 
@@ -159,6 +163,28 @@ remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, do
     return REMAT_OK;
 }
 
+/* The exact search finds the smallest feasible peak itself when a limit is too
+ * small: one solve at the smallest limit that could work says it. */
+static remat_status min_memory_exact(const remat_chain *c, const remat_solve_options *o,
+                                     uint64_t *out, remat_error *err) {
+    remat_solve_options oo = *o;
+    oo.memory = c->input_bytes; /* nothing fits below the input */
+    remat_schedule *s = NULL;
+    remat_status st = solve_checked(c, &oo, &s, err);
+    remat_schedule_free(s);
+    if (st == REMAT_OK) {
+        *out = c->input_bytes;
+        remat__clear(err);
+        return REMAT_OK;
+    }
+    if (st == REMAT_E_INFEASIBLE && err->min_memory) {
+        *out = err->min_memory;
+        remat__clear(err);
+        return REMAT_OK;
+    }
+    return st;
+}
+
 remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o, uint64_t *out,
                               remat_error *err) {
     remat_error local;
@@ -167,6 +193,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
+    if (o->algorithm == REMAT_ALG_EXACT) return min_memory_exact(c, o, out, err);
     uint64_t hi;
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
     remat_status hard = REMAT_OK;
@@ -207,8 +234,9 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
                          (unsigned long long)o->memory, (unsigned long long)c->input_bytes);
     else
         st = solve_checked(c, o, out, err);
-    if (st == REMAT_E_INFEASIBLE && err->min_memory == 0 &&
-        o->algorithm != REMAT_ALG_EXACT) {
+    /* Every infeasible answer says what memory would do (0 only when even the
+     * search for it fails), so front-ends need no policy of their own. */
+    if (st == REMAT_E_INFEASIBLE && err->min_memory == 0) {
         remat_error e2;
         uint64_t m = 0;
         char keep[REMAT_MESSAGE_MAX];
