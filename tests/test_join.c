@@ -721,7 +721,45 @@ static void test_bad_inputs(void) {
     ASSERT_TRUE(s == NULL);
 }
 
+/* Helpers on NULL or out-of-range structs answer, never read out of bounds. */
+static void test_helpers_check_their_arguments(void) {
+    ASSERT_TRUE(isnan(remat_join_span_star(NULL)));
+    ASSERT_EQ_U64(remat_join_full_slots(NULL), 0);
+    ASSERT_EQ_U64(remat_join_min_slots(NULL), 0);
+    remat_join_problem p = mk(2, (uint32_t[]){3, 4}, 1, 2, 3, 0);
+    ASSERT_NEAR(remat_join_span_star(&p), 7 * 3 + 3, 0);
+    p.k = 40; /* past REMAT_JOIN_MAX_BRANCHES */
+    ASSERT_EQ_U64(remat_join_full_slots(&p), 0);
+    ASSERT_TRUE(isnan(remat_join_span_star(&p)));
+    ASSERT_EQ_U64(remat_join_min_slots(&p), 0);
+    remat_join_sim_result *r = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_join_simulate(&p, NULL, 0, 0, &r, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(r == NULL);
+    char *json = NULL;
+    ASSERT_STATUS(remat_join_problem_to_json(&p, &json, &e), REMAT_E_INPUT);
+    remat_join_schedule *s = NULL;
+    ASSERT_STATUS(remat_join_solve(&p, 9, NULL, &s, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_join_equiv_chain(&p, 9, NULL, &s, &e), REMAT_E_INPUT);
+    remat_join_curve *cv = NULL;
+    ASSERT_STATUS(remat_join_curve_compute(&p, 1, NULL, &cv, &e), REMAT_E_INPUT);
+    p = mk(1, (uint32_t[]){3}, 1, 1, 1, 0);
+    p.fwd_time = NAN; /* a hand-made struct: never written as nan */
+    ASSERT_STATUS(remat_join_problem_to_json(&p, &json, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(json == NULL);
+    remat_join_op_format((remat_join_op){REMAT_JOIN_OP_T, 0, 0}, NULL);
+    /* A schedule's algorithm is escaped, its time never inf. */
+    remat_join_schedule hand = {.algorithm = "a \"quoted\" name", .time = INFINITY};
+    ASSERT_STATUS(remat_join_schedule_to_json(&hand, &json, &e), REMAT_OK);
+    ASSERT_CONTAINS(json, "\"time\": null");
+    ASSERT_CONTAINS(json, "a \\\"quoted\\\" name");
+    remat_free(json);
+    hand.n_ops = 3; /* ops missing */
+    ASSERT_STATUS(remat_join_schedule_to_json(&hand, &json, &e), REMAT_E_INPUT);
+}
+
 static const test_case cases[] = {
+    {"helpers_check_their_arguments", test_helpers_check_their_arguments},
     {"opt0_boundaries", test_opt0_boundaries},
     {"cmin_lemma4", test_cmin_lemma4},
     {"brute_force_exhaustive", test_brute_force_exhaustive},

@@ -124,6 +124,8 @@ typedef struct remat_join_options {
 } remat_join_options;
 REMAT_API void remat_join_options_init(remat_join_options *o);
 
+/* These three answer 0 (NAN for the span) when p is NULL or not a problem
+ * remat_join_problem_set would accept. */
 /* c_min of Lemma 4 for the whole problem (b = 0): the fewest slots that work. */
 REMAT_API uint64_t remat_join_min_slots(const remat_join_problem *p);
 /* Slots that store every activation: sum of (l_j + 1). More never helps. */

@@ -39,7 +39,7 @@ typedef struct remat_chain {
     remat_stage *stages;       /* stages[i-1] is stage i */
 } remat_chain;
 
-/* Byte sizes by value index, valid for i in 0..n. */
+/* Byte sizes by value index, valid for i in 0..n; 0 for a NULL chain or i > n. */
 REMAT_API uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i);    /* a[i]; a[0] = input */
 REMAT_API uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i); /* abar[i], i >= 1 */
 REMAT_API uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i);    /* d[i]; d[n] = 0 */

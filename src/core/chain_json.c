@@ -176,8 +176,9 @@ static void put_stage(remat__buf *b, const remat_stage *s) {
 
 remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!c || !out, err, REMAT_E_INPUT, "remat_chain_to_json: NULL argument");
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_to_json: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_chain_to_json", err));
     remat__buf b = {0};
     remat__buf_printf(&b, "{\n  \"format\": \"remat-chain-1\",\n  ");
     put_string(&b, "name", c->name);

@@ -74,6 +74,16 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
                                 uint64_t input_grad_bytes, remat_stage *stages, size_t n,
                                 remat_chain **out, remat_error *err);
 
+/* Checks a struct a caller hands in, so that no public function reads out of
+ * bounds or past a missing NUL on a struct the caller built or changed:
+ * a chain as remat_chain_create would accept it (chain.c); a schedule with
+ * its ops present, n_ops <= cap when cap is set, and a NUL-terminated
+ * algorithm (schedule.c); a join problem as remat_join_problem_set would
+ * accept it (join_model.c). `who` heads the message. */
+remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_error *err);
+remat_status remat__schedule_validate(const remat_schedule *s, const char *who, remat_error *err);
+remat_status remat__join_problem_validate(const void *p, const char *who, remat_error *err);
+
 /* Number of worker threads to use for a request of `want` (0 = online cores). */
 unsigned remat__threads(unsigned want);
 

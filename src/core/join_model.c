@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json_util.h"
+#include "sim_core.h"
 #include "remat/join.h"
 
 #define JOIN_FORMAT "remat-join-1"
@@ -41,6 +42,15 @@ static remat_status problem_check(remat_join_problem *out, size_t k, const uint3
     out->turn_time = ut;
     out->slots = slots;
     return REMAT_OK;
+}
+
+remat_status remat__join_problem_validate(const void *problem, const char *who,
+                                         remat_error *err) {
+    const remat_join_problem *p = problem;
+    REMAT__RETURN_IF(!p, err, REMAT_E_INPUT, "%s: the join problem is NULL", who);
+    remat_join_problem copy;
+    return problem_check(&copy, p->k, p->lengths, p->fwd_time, p->bwd_time, p->turn_time, p->slots,
+                         who, err);
 }
 
 remat_status remat_join_problem_set(remat_join_problem *out, size_t k, const uint32_t *lengths,
@@ -158,13 +168,20 @@ int remat_join_is_problem_json(const char *text, size_t len) {
 
 remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
                                         remat_error *err) {
-    REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_problem_to_json: NULL argument");
+    remat__clear(err);
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_join_problem_to_json: NULL argument");
+    *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_problem_to_json", err));
     remat__buf b = {0};
     remat__buf_printf(&b, "{\"format\": \"%s\", \"branches\": [", JOIN_FORMAT);
     for (size_t j = 0; j < p->k; j++)
         remat__buf_printf(&b, "%s%u", j ? ", " : "", (unsigned)p->lengths[j]);
-    remat__buf_printf(&b, "], \"fwd_time\": %.17g, \"bwd_time\": %.17g, \"turn_time\": %.17g",
-                      p->fwd_time, p->bwd_time, p->turn_time);
+    remat__buf_printf(&b, "], \"fwd_time\": ");
+    remat__json_number(&b, p->fwd_time);
+    remat__buf_printf(&b, ", \"bwd_time\": ");
+    remat__json_number(&b, p->bwd_time);
+    remat__buf_printf(&b, ", \"turn_time\": ");
+    remat__json_number(&b, p->turn_time);
     if (p->slots) remat__buf_printf(&b, ", \"slots\": %llu", (unsigned long long)p->slots);
     remat__buf_printf(&b, "}\n");
     return remat__buf_finish(&b, out, err);
@@ -175,6 +192,7 @@ remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
 static const char *const op_names[] = {"F", "Fb", "T", "S", "D", "Db"};
 
 void remat_join_op_format(remat_join_op op, char out[REMAT_JOIN_OP_TEXT_MAX]) {
+    if (!out) return;
     if (op.kind > REMAT_JOIN_OP_DB)
         snprintf(out, REMAT_JOIN_OP_TEXT_MAX, "?");
     else if (op.kind == REMAT_JOIN_OP_T)
@@ -231,12 +249,19 @@ void remat_join_schedule_free(remat_join_schedule *s) {
 
 remat_status remat_join_schedule_to_json(const remat_join_schedule *s, char **out,
                                          remat_error *err) {
+    remat__clear(err);
     REMAT__RETURN_IF(!s || !out, err, REMAT_E_INPUT, "remat_join_schedule_to_json: NULL argument");
+    *out = NULL;
+    REMAT__RETURN_IF(s->n_ops && !s->ops, err, REMAT_E_INPUT,
+                     "remat_join_schedule_to_json: %zu ops but no op array", s->n_ops);
+    REMAT__RETURN_IF(!memchr(s->algorithm, '\0', sizeof s->algorithm), err, REMAT_E_INPUT,
+                     "remat_join_schedule_to_json: the algorithm is not terminated");
     remat__buf b = {0};
-    remat__buf_printf(&b,
-                      "{\n  \"format\": \"%s\",\n  \"algorithm\": \"%s\",\n  \"slots\": %llu,\n"
-                      "  \"time\": %.17g,\n  \"peak_slots\": %llu,\n  \"ops\": [",
-                      JOIN_SCHEDULE_FORMAT, s->algorithm, (unsigned long long)s->slots, s->time,
+    remat__buf_printf(&b, "{\n  \"format\": \"%s\",\n  \"algorithm\": \"", JOIN_SCHEDULE_FORMAT);
+    remat__buf_json_string(&b, s->algorithm);
+    remat__buf_printf(&b, "\",\n  \"slots\": %llu,\n  \"time\": ", (unsigned long long)s->slots);
+    remat__json_number(&b, s->time);
+    remat__buf_printf(&b, ",\n  \"peak_slots\": %llu,\n  \"ops\": [",
                       (unsigned long long)s->peak_slots);
     char t[REMAT_JOIN_OP_TEXT_MAX];
     for (size_t i = 0; i < s->n_ops; i++) {
@@ -511,11 +536,7 @@ remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_o
     REMAT__RETURN_IF(!p || !out || (n && !ops), err, REMAT_E_INPUT,
                      "remat_join_simulate: NULL argument");
     *out = NULL;
-    REMAT__RETURN_IF(p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
-                     "remat_join_simulate: bad branch count %zu", p->k);
-    for (size_t j = 0; j < p->k; j++)
-        REMAT__RETURN_IF(p->lengths[j] > REMAT_JOIN_MAX_LENGTH, err, REMAT_E_INPUT,
-                         "remat_join_simulate: branch %zu is too long", j + 1);
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_simulate", err));
     remat_join_sim_result *res = calloc(1, sizeof *res);
     REMAT__RETURN_IF(!res, err, REMAT_E_NOMEM, "remat_join_simulate: out of memory");
     remat_status st = join_replay(p, ops, n, limit, res, err);

@@ -113,8 +113,9 @@ remat_status remat_schedule_load(const char *path, remat_schedule **out, remat_e
 
 remat_status remat_schedule_to_json(const remat_schedule *s, char **out, remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!s || !out, err, REMAT_E_INPUT, "remat_schedule_to_json: NULL argument");
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_to_json: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__schedule_validate(s, "remat_schedule_to_json", err));
     REMAT__RETURN_IF(!isfinite(s->time) || s->time < 0, err, REMAT_E_INPUT,
                      "schedule: time: %g is not a finite number >= 0", s->time);
     remat__buf b = {0};

@@ -115,7 +115,9 @@ int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, ui
 }
 #undef FAIL
 
-void remat_sim_options_init(remat_sim_options *o) { memset(o, 0, sizeof *o); }
+void remat_sim_options_init(remat_sim_options *o) {
+    if (o) memset(o, 0, sizeof *o);
+}
 
 void remat_sim_result_free(remat_sim_result *r) {
     if (!r) return;
@@ -175,6 +177,8 @@ remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
     remat__clear(err);
     REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_simulate: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_simulate", err));
+    REMAT__FORWARD(remat__schedule_validate(s, "remat_simulate", err));
     remat_sim_options dflt;
     remat_sim_options_init(&dflt);
     if (!opt) opt = &dflt;
@@ -214,6 +218,12 @@ void remat__buf_json_string(remat__buf *b, const char *s) {
 
 remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err) {
     REMAT__RETURN_IF(!r || !out, err, REMAT_E_INPUT, "remat_sim_result_to_json: NULL argument");
+    *out = NULL;
+    REMAT__RETURN_IF((r->n_events && !r->events) || (r->n_mem_points && !r->mem_points), err,
+                     REMAT_E_INPUT, "remat_sim_result_to_json: a timeline count without its array");
+    REMAT__RETURN_IF(!memchr(r->failed_op_text, '\0', sizeof r->failed_op_text) ||
+                         !memchr(r->reason, '\0', sizeof r->reason),
+                     err, REMAT_E_INPUT, "remat_sim_result_to_json: a text is not terminated");
     remat__buf b = {0};
     if (r->valid) {
         remat__buf_printf(&b, "{\"valid\": true, \"time\": ");

@@ -106,6 +106,9 @@ remat_status remat_exec_plan_create(const remat_chain *c, const remat_schedule *
     remat__clear(err);
     REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_exec_plan_create: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_exec_plan_create", err));
+    REMAT__FORWARD(remat__schedule_validate(s, "remat_exec_plan_create", err));
+    *out = NULL;
     remat_exec_plan *p = calloc(1, sizeof *p);
     REMAT__RETURN_IF(!p, err, REMAT_E_NOMEM, "plan: out of memory");
     p->n_steps = s->n_ops;
@@ -130,6 +133,7 @@ void remat_exec_plan_free(remat_exec_plan *p) {
 }
 
 void remat_exec_ref_format(remat_exec_ref r, char out[24]) {
+    if (!out) return;
     const char *nm = r.kind == REMAT_EXEC_ABAR ? "abar" : r.kind == REMAT_EXEC_D ? "d" : "a";
     snprintf(out, 24, "%s[%u]", nm, (unsigned)r.index);
 }

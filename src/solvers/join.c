@@ -32,13 +32,20 @@ void remat_join_options_init(remat_join_options *o) {
     if (o) memset(o, 0, sizeof *o);
 }
 
+/* 1 when p is a problem remat_join_problem_set would accept. */
+static int problem_ok(const remat_join_problem *p) {
+    return remat__join_problem_validate(p, "join problem", NULL) == REMAT_OK;
+}
+
 uint64_t remat_join_full_slots(const remat_join_problem *p) {
+    if (!problem_ok(p)) return 0;
     uint64_t n = 0;
-    for (size_t j = 0; p && j < p->k; j++) n += (uint64_t)p->lengths[j] + 1;
+    for (size_t j = 0; j < p->k; j++) n += (uint64_t)p->lengths[j] + 1;
     return n;
 }
 
 double remat_join_span_star(const remat_join_problem *p) {
+    if (!problem_ok(p)) return NAN;
     uint64_t n = 0;
     for (size_t j = 0; j < p->k; j++) n += p->lengths[j];
     return (double)n * p->fwd_time + (double)n * p->bwd_time + p->turn_time;
@@ -58,7 +65,7 @@ static uint64_t cmin_of(size_t k, const uint32_t *d, const unsigned char *b) {
 
 uint64_t remat_join_min_slots(const remat_join_problem *p) {
     unsigned char b[REMAT_JOIN_MAX_BRANCHES] = {0};
-    if (!p || p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES) return 0;
+    if (!problem_ok(p)) return 0;
     return cmin_of(p->k, p->lengths, b);
 }
 
@@ -431,6 +438,7 @@ static remat_status infeasible(remat_error *err, uint64_t c, uint64_t cmin, cons
 
 remat_status remat_join_plan_schedule(const remat_join_plan *pl, uint64_t c,
                                       remat_join_schedule **out, remat_error *err) {
+    remat__clear(err);
     REMAT__RETURN_IF(!pl || !out, err, REMAT_E_INPUT, "remat_join_plan_schedule: NULL argument");
     *out = NULL;
     REMAT__RETURN_IF(pl->any_keep, err, REMAT_E_INPUT,
@@ -460,6 +468,7 @@ remat_status remat_join_solve(const remat_join_problem *p, uint64_t slots,
                               remat_error *err) {
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_solve: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_solve", err));
     uint64_t c = slots_or_default(p, slots);
     REMAT__RETURN_IF(c == 0, err, REMAT_E_INPUT,
                      "join problem: field \"slots\" is missing (give the memory in slots)");
@@ -547,6 +556,7 @@ remat_status remat_join_equiv_chain(const remat_join_problem *p, uint64_t slots,
                                     remat_error *err) {
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_equiv_chain: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_equiv_chain", err));
     uint64_t c = slots_or_default(p, slots);
     REMAT__RETURN_IF(c == 0, err, REMAT_E_INPUT,
                      "join problem: field \"slots\" is missing (give the memory in slots)");
@@ -599,6 +609,7 @@ remat_status remat_join_curve_compute(const remat_join_problem *p, int with_equi
                                       remat_error *err) {
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_curve_compute: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_curve_compute", err));
     remat_join_plan *pl = NULL;
     REMAT__FORWARD(remat_join_plan_create(p, NULL, 0, o, &pl, err));
     uint64_t lo = remat_join_plan_min_slots(pl), hi = remat_join_full_slots(p);

@@ -29,6 +29,7 @@ remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat
 }
 
 void remat_solve_options_init(remat_solve_options *o) {
+    if (!o) return;
     memset(o, 0, sizeof *o);
     o->algorithm = REMAT_ALG_OPTIMAL;
     o->slots = -1;
@@ -151,7 +152,7 @@ static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint6
 remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
                                   remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!c, err, REMAT_E_INPUT, "remat_store_all_cost: chain is NULL");
+    REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
     remat_solve_options o;
     remat_solve_options_init(&o);
     o.memory = REMAT_MAX_BYTES - 1;
@@ -191,6 +192,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     if (!err) err = &local;
     remat__clear(err);
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
+    REMAT__FORWARD(remat__chain_validate(c, "remat_min_memory", err));
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
     if (o->algorithm == REMAT_ALG_EXACT) return min_memory_exact(c, o, out, err);
@@ -227,6 +229,7 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
     remat__clear(err);
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_solve: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_solve", err));
     REMAT__FORWARD(check_options(o, err));
     remat_status st;
     if (o->memory < c->input_bytes) /* nothing fits; still say what would */
@@ -308,6 +311,7 @@ remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options
     remat__clear(err);
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_curve_compute: NULL argument");
     *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_curve_compute", err));
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL)
         REMAT__FORWARD(remat__curve_optimal(c, o, max_points, out, err));
