@@ -6,19 +6,19 @@
 
 /* The accessors answer 0 for a NULL chain or an index past n. */
 uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i) {
-    if (!c || i > c->n || (i && !c->stages)) return 0;
+    if (!c || i > c->n || c->n > REMAT_MAX_STAGES || (i && !c->stages)) return 0;
     return i == 0 ? c->input_bytes : c->stages[i - 1].out_bytes;
 }
 
 uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i) {
-    if (!c || i > c->n || (i && !c->stages)) return 0;
+    if (!c || i > c->n || c->n > REMAT_MAX_STAGES || (i && !c->stages)) return 0;
     return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
 }
 
 uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i) {
     if (!c) return 0;
     if (i == 0) return c->input_grad_bytes;
-    return i >= c->n || !c->stages ? 0 : c->stages[i - 1].grad_bytes;
+    return i >= c->n || c->n > REMAT_MAX_STAGES || !c->stages ? 0 : c->stages[i - 1].grad_bytes;
 }
 
 static remat_status check_time(double v, const char *src, size_t i, const char *field,
@@ -98,10 +98,13 @@ static remat_status check_chain(const char *src, uint64_t input_bytes, uint64_t 
 
 remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_error *err) {
     REMAT__RETURN_IF(!c, err, REMAT_E_INPUT, "%s: the chain is NULL", who);
+    REMAT__RETURN_IF(c->n == 0 || c->n > REMAT_MAX_STAGES || !c->stages, err, REMAT_E_INPUT,
+                     "%s: the chain has %zu stages%s", who, c->n,
+                     c->stages ? "" : " and no stage array");
     REMAT__RETURN_IF(!memchr(c->name, '\0', sizeof c->name) ||
                          !memchr(c->time_unit, '\0', sizeof c->time_unit),
                      err, REMAT_E_INPUT, "%s: the chain's name or time_unit is not terminated", who);
-    for (size_t i = 0; c->stages && i < c->n && i < REMAT_MAX_STAGES; i++)
+    for (size_t i = 0; i < c->n; i++)
         REMAT__RETURN_IF(!memchr(c->stages[i].name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
                          "%s: stages[%zu].name is not terminated", who, i);
     REMAT__FORWARD(check_chain(who, c->input_bytes, c->input_grad_bytes, c->stages, c->n, err));

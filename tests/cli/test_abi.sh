@@ -22,5 +22,11 @@ if [ $? -eq 0 ]; then ok "exported symbols = REMAT_API declarations"; else bad "
 # Every function declared in a public header carries REMAT_API.
 grep -hE '^(const )?[a-z_0-9]+ \**remat_[a-z_0-9]+\(' "$INC"/*.h >"$T/diff"
 if [ ! -s "$T/diff" ]; then ok "every public declaration is REMAT_API"; else bad "every public declaration is REMAT_API"; fi
+# The fuzz targets call every public function (fuzz/fuzz_api.c on hand-made structs).
+FUZZ=$(dirname "$0")/../../fuzz
+: >"$T/diff"
+while read -r f; do grep -q "\b$f(" "$FUZZ"/*.c || echo "$f" >>"$T/diff"; done <"$T/declared"
+if [ ! -s "$T/diff" ]; then ok "the fuzz targets call every public function"
+else bad "the fuzz targets call every public function"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
