@@ -14,6 +14,12 @@ CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Iinclude -D_POSIX_C_SOURCE=200809L 
              -fPIC -fvisibility=hidden -MMD -MP $(OPT) $(SAN) $(CFLAGS)
 LDLIBS_ALL = -lcjson -lm -pthread $(SAN) $(LDFLAGS)
 
+# The version has one source, include/remat/status.h; remat.pc, the soname and
+# the Python package (pyproject.toml) read it from there.
+VERSION_PART = $(shell sed -n 's/^\#define REMAT_VERSION_$(1) \([0-9]*\)$$/\1/p' include/remat/status.h)
+VERSION   := $(call VERSION_PART,MAJOR).$(call VERSION_PART,MINOR).$(call VERSION_PART,PATCH)
+SONAME    := libremat.so.$(call VERSION_PART,MAJOR)
+
 LIB_SRC   := $(sort $(wildcard src/core/*.c src/solvers/*.c src/exec/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_SRC   := $(sort $(wildcard tools/remat/*.c))
@@ -43,7 +49,7 @@ $(BUILD)/libremat.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libremat.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libremat.so.0 -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
 
 $(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libremat.a $(LDLIBS_ALL)
@@ -118,11 +124,11 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/remat \
 	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(BUILD)/libremat.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libremat.so $(DESTDIR)$(PREFIX)/lib/libremat.so.0
-	ln -sf libremat.so.0 $(DESTDIR)$(PREFIX)/lib/libremat.so
+	install -m 755 $(BUILD)/libremat.so $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libremat.so
 	install -m 644 include/remat/*.h $(DESTDIR)$(PREFIX)/include/remat/
 	install -m 755 $(BUILD)/remat $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' remat.pc.in \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' remat.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/remat.pc
 
 clean:

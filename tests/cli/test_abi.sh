@@ -28,5 +28,10 @@ FUZZ=$(dirname "$0")/../../fuzz
 while read -r f; do grep -q "\b$f(" "$FUZZ"/*.c || echo "$f" >>"$T/diff"; done <"$T/declared"
 if [ ! -s "$T/diff" ]; then ok "the fuzz targets call every public function"
 else bad "the fuzz targets call every public function"; fi
+# One version: the CHANGELOG's top entry is the library's version.
+top=$(sed -n 's/^## \([0-9][0-9.]*\).*/\1/p' "$(dirname "$0")/../../CHANGELOG.md" | head -n 1)
+have=$("$REMAT" version | sed 's/^remat //')
+if [ -n "$top" ] && [ "$top" = "$have" ]; then ok "CHANGELOG.md's top entry is version $have"
+else echo "CHANGELOG top '$top', library '$have'" >"$T/diff"; bad "CHANGELOG.md's top entry is the version"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
