@@ -31,7 +31,8 @@ TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test asan tsan lint fuzz-smoke check bench figures install deps demo clean
+.PHONY: all test asan tsan lint fuzz-smoke check bench figures install deps demo clean wheel \
+        test-installed
 all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 
 $(BUILD)/obj/%.o: %.c
@@ -70,6 +71,31 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
+# The wheel `pip install .` would install (scikit-build-core, CMakeLists.txt),
+# built offline with the backend in .venv and warnings as errors.
+wheel:
+	rm -rf $(BUILD)/wheel
+	$(PYTHON) -m pip wheel . --no-build-isolation --no-deps --no-index -q -w $(BUILD)/wheel \
+	    --config-settings=cmake.define.REMAT_WERROR=ON
+
+# The binding, entry-point and plot tests against that wheel installed in a
+# throwaway venv: no PYTHONPATH, no REMAT_LIB, the `remat` of the venv. The
+# test tools (pytest, matplotlib) come from .venv through a .pth file that
+# puts its site-packages after the venv's own, so `import remat` finds the wheel.
+INSTALLED_VENV = $(BUILD)/venv-installed
+INSTALLED_TESTS = tests/python/test_binding.py tests/python/test_packaging.py \
+                  tests/python/test_plot.py
+test-installed: wheel
+	rm -rf $(INSTALLED_VENV)
+	$(PYTHON) -m venv --without-pip $(INSTALLED_VENV)
+	$(PYTHON) -m pip --python $(INSTALLED_VENV)/bin/python install -q --no-index --no-deps \
+	    $(BUILD)/wheel/remat-*-py3-none-*.whl
+	$(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+	    "$$($(INSTALLED_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/dev-tools.pth"
+	env -u PYTHONPATH -u REMAT_LIB -u REMAT_CLI PATH="$(abspath $(INSTALLED_VENV))/bin:$$PATH" \
+	    REMAT_EXPECT_INSTALLED=1 $(INSTALLED_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(INSTALLED_TESTS)
+
 # ThreadSanitizer on the tests of the threaded solvers (optimal, revolve,
 # pofo). Two cases that take minutes under TSan (long single-table sweeps,
 # covered by `make test`) are left out.
@@ -82,8 +108,9 @@ tsan:
 	    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/$$t $(TSAN_SKIP) \
 	    || exit 1; done
 
-# Static analysis of the library, the CLI and the fuzz targets: no finding is
-# allowed. Each suppression says why it is a false positive:
+# Static checks: ruff and mypy --strict on the Python package (pyproject.toml),
+# cppcheck on the library, the CLI and the fuzz targets. No finding is
+# allowed; each cppcheck suppression says why it is a false positive:
 # - pofo.c compareBoolExpressionWithInt: `drain <= (f > 0)` runs the loop body
 #   once, or twice when f > 0, on purpose.
 # - pofo.c arrayIndexOutOfBoundsCond: run_pipe_job() is only called with
@@ -91,6 +118,8 @@ tsan:
 CPPCHECK_SUPPRESS := --suppress=compareBoolExpressionWithInt:src/solvers/pofo.c \
                      --suppress=arrayIndexOutOfBoundsCond:src/solvers/pofo.c
 lint:
+	$(PYTHON) -m ruff check
+	$(PYTHON) -m mypy
 	cppcheck -q --std=c11 --enable=warning,performance,portability --inline-suppr \
 	    --error-exitcode=1 $(CPPCHECK_SUPPRESS) -Iinclude -Isrc -j2 src tools fuzz
 
@@ -99,19 +128,31 @@ fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=30
 
 # Everything CI runs (the README's test command is `make deps && make check`):
-# the suite, the suite under ASan + UBSan, TSan on the threaded solvers, a
-# fuzz smoke run and cppcheck; then the closing count of both suites.
-check: test asan tsan fuzz-smoke lint
+# the suite, the static checks, the installed wheel's tests, the suite under
+# ASan + UBSan, TSan on the threaded solvers and a fuzz smoke run; then the
+# closing count of both suites.
+check: test lint test-installed asan tsan fuzz-smoke
 	@cat $(BUILD)/test-summary.txt build-asan/test-summary.txt | \
 	    awk '{p += $$1; f += $$3} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}'
 
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
 
-# Regenerates the join (section 6) and offload (section 5) figures in docs/img.
+# Regenerates the join (section 6) and offload (section 5) figures in docs/img,
+# and the pictures of `remat plot` the docs show (run from the build tree).
+REMAT_PY = env PYTHONPATH=$(CURDIR)/python REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so \
+           REMAT_CLI=$(CURDIR)/$(BUILD)/remat $(PYTHON) -m remat
+R101 = examples/resnet101-b16-500.json
 figures: all
 	$(PYTHON) bench/join_figures.py --remat $(BUILD)/remat --out docs/img
 	$(PYTHON) bench/pofo_experiments.py --remat $(BUILD)/remat --img docs/img
+	$(REMAT_PY) plot curve $(R101) -a optimal -a revolve -a sequential -o docs/img/curve_resnet101.png
+	$(REMAT_PY) solve $(R101) --memory 3GiB -a pofo --bandwidth 12GB/s -o $(BUILD)/fig-pofo.json
+	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-pofo.json --bandwidth 12GB/s \
+	    -o docs/img/timeline_resnet101_pofo.png
+	$(REMAT_PY) solve $(R101) --memory 3GiB -o $(BUILD)/fig-optimal.json
+	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-optimal.json -o docs/img/timeline_resnet101_optimal.png
+	$(REMAT_PY) plot join examples/join/toy.json --compare -o docs/img/join_toy.png
 
 demo: all
 	./$(BUILD)/remat info examples/resnet101-b16-500.json

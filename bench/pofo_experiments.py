@@ -45,7 +45,7 @@ class Remat:
     def min_memory(self, chain):
         """M_low: the smallest memory optimal (rematerialization) can meet."""
         p = run([self.exe, "curve", chain, "--points", "2"])
-        rows = [l for l in p.stdout.splitlines() if re.match(r"^\d", l)]
+        rows = [line for line in p.stdout.splitlines() if re.match(r"^\d", line)]
         if p.returncode != 0 or not rows:
             raise RuntimeError("remat curve failed: " + p.stderr)
         return int(rows[0].split(",")[0])
@@ -234,7 +234,8 @@ def main():
         sys.exit("no chains found in " + args.examples)
     if args.quick:
         chains = chains[:2]
-    alphas = [0.05, 0.2, 0.5, 0.8] if args.quick else [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0]
+    alphas = ([0.05, 0.2, 0.5, 0.8] if args.quick else
+              [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0])
     bws = [12, 24, 36] if args.quick else [12, 16, 20, 24, 28, 32, 36]
     os.makedirs(args.img, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

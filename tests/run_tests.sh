@@ -25,7 +25,7 @@ for t in tests/cli/test_*.sh; do
 done
 if [ "${PYTHON_TESTS:-1}" = 1 ] && ls tests/python/test_*.py >/dev/null 2>&1; then
     echo "== python tests"
-    REMAT_LIB="$PWD/$BUILD/libremat.so" PYTHONPATH="$PWD/python" \
+    REMAT_LIB="$PWD/$BUILD/libremat.so" REMAT_CLI="$PWD/$BUILD/remat" PYTHONPATH="$PWD/python" \
         "${PYTHON:-.venv/bin/python}" tests/python/run.py >"$out" 2>&1
     cat "$out"; count "$out"
 fi

@@ -586,7 +586,8 @@ static void test_simulator_reports(void) {
                           "S 1 0", "F 1 0", "Fb 1 1", "Fb 1 0", "Db 1"};
     remat_join_op ops[16];
     size_t n = sizeof good / sizeof good[0];
-    for (size_t i = 0; i < n; i++) ASSERT_STATUS(remat_join_op_parse(good[i], &ops[i], NULL), REMAT_OK);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_STATUS(remat_join_op_parse(good[i], &ops[i], NULL), REMAT_OK);
     remat_join_sim_result r;
     ASSERT_STATUS(jsim(&p, ops, n, 0, &r, NULL), REMAT_OK);
     ASSERT_TRUE(r.valid);

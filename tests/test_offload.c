@@ -56,7 +56,8 @@ static remat_chain *small3(void) {
 
 /* ---- timed simulator ---- */
 
-/* With a bandwidth but no offload ops the timed simulator is the plain one. */
+/* With a bandwidth but no offload ops the timed simulator is the plain one;
+ * asking for a timeline without a bandwidth gives the same numbers, with events. */
 static void timed_matches_plain(void) {
     test_rng rng = {11};
     for (int t = 0; t < 60; t++) {
@@ -69,10 +70,14 @@ static void timed_matches_plain(void) {
         remat_status st = remat__pofo_plan(c, m, 40, 0, REMAT__POFO_REMAT_ONLY, 0, &s, NULL);
         if (st != REMAT_OK) remat__pofo_plan(c, peak + 1, 40, 0, REMAT__POFO_REMAT_ONLY, 0, &s, NULL);
         ASSERT_TRUE(s != NULL);
-        remat_sim_result *a = sim(c, s, 0, 0), *b = sim(c, s, 3.5, 1);
-        ASSERT_TRUE(a && b && a->valid && b->valid);
+        remat_sim_result *a = sim(c, s, 0, 0), *b = sim(c, s, 3.5, 1), *z = sim(c, s, 0, 1);
+        ASSERT_TRUE(a && b && z && a->valid && b->valid && z->valid);
         ASSERT_TRUE(a->time == b->time);
         ASSERT_EQ_U64(a->peak_bytes, b->peak_bytes);
+        ASSERT_TRUE(z->time == a->time && z->peak_bytes == a->peak_bytes);
+        ASSERT_TRUE(a->n_events == 0 && z->n_events > 0 && z->n_mem_points > 0);
+        for (size_t k = 0; k < z->n_events; k++) ASSERT_TRUE(z->events[k].lane == 0);
+        ASSERT_TRUE(z->events[z->n_events - 1].end == z->time);
         for (size_t k = 0; k < s->n_ops; k++) {
             ASSERT_EQ_U64(a->mem_during[k], b->mem_during[k]);
             ASSERT_EQ_U64(a->mem_after[k], b->mem_after[k]);
@@ -80,6 +85,7 @@ static void timed_matches_plain(void) {
         ASSERT_NEAR(b->compute_idle, 0, 1e-9 * (1 + b->time));
         remat_sim_result_free(a);
         remat_sim_result_free(b);
+        remat_sim_result_free(z);
         remat_schedule_free(s);
         remat_chain_free(c);
     }

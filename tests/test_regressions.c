@@ -100,7 +100,8 @@ static void infinite_time_writes_valid_json(void) {
     remat_error e;
     ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "times add up to more than the largest finite number");
-    for (int i = 0; i < 2; i++) st[i] = (remat_stage){.fwd_time = 8e307, .out_bytes = 1, .saved_bytes = 1};
+    for (int i = 0; i < 2; i++)
+        st[i] = (remat_stage){.fwd_time = 8e307, .out_bytes = 1, .saved_bytes = 1};
     ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_OK);
     remat_schedule *s = NULL;
     ASSERT_STATUS(remat_schedule_create("t", &s, &e), REMAT_OK);

@@ -8,34 +8,42 @@ package only wraps handles. The PyTorch front-end is remat.torch.
     sched = remat.solve(chain, "4GiB", algorithm="optimal")
     res = remat.simulate(chain, sched)     # res.valid, res.time, res.peak_bytes
 """
+from __future__ import annotations
+
 import ctypes
 import json
 import os
 import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import _lib
+from ._curves import (Curve, Event, JoinCurve, Timeline, bandwidth_per_unit, curve, join_curve,
+                      timeline)
 from ._lib import (InfeasibleError, InputError, InternalError, NoMemoryError, RematError,
                    RematIOError, TooLargeError)
+from ._lib import call as _call
 
 __version__ = _lib.VERSION_STRING
 __all__ = ["Chain", "Schedule", "SimResult", "Plan", "solve", "simulate", "plan", "parse_size",
            "min_memory", "store_all_cost", "RematError", "InputError", "InfeasibleError",
-           "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__"]
+           "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__",
+           "curve", "Curve", "timeline", "Timeline", "Event", "join_curve", "JoinCurve"]
 
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")
 
 
-def _call(fn, *args):
-    err = _lib.Error()
-    _lib.check(fn(*args, ctypes.byref(err)), err)
+Size = int | float | str
+"""Bytes as an int, or a text such as "4GiB" (libremat's rules)."""
+StrPath = str | os.PathLike[str]
 
 
 # Checks on what goes to C. A value of the wrong type is a TypeError; a value
 # the C field cannot hold exactly (out of its range, a NUL that would cut a C
 # string short) is an InputError, never a silent wrap or truncation.
 
-def _text(value, what):
+def _text(value: object, what: str) -> bytes:
     """A str as NUL-free UTF-8 bytes for a C string."""
     if not isinstance(value, str):
         raise TypeError("%s: expected a str, got %s" % (what, type(value).__name__))
@@ -44,20 +52,18 @@ def _text(value, what):
     return value.encode("utf-8")
 
 
-def _path(value, what="path"):
+def _path(value: object, what: str = "path") -> bytes:
     """A file path (str, bytes or os.PathLike) as bytes for C."""
-    try:
-        value = os.fspath(value)
-    except TypeError:
+    if not isinstance(value, (str, bytes, os.PathLike)):
         raise TypeError("%s: expected a str, bytes or os.PathLike, got %s"
-                        % (what, type(value).__name__)) from None
+                        % (what, type(value).__name__))
     data = os.fsencode(value)
     if b"\0" in data:
         raise InputError("%s: contains a NUL character" % what)
     return data
 
 
-def _int(value, what, lo, hi):
+def _int(value: object, what: str, lo: int, hi: int) -> int:
     """An int in [lo, hi] (the C field's range)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError("%s: expected an int, got %s" % (what, type(value).__name__))
@@ -66,7 +72,7 @@ def _int(value, what, lo, hi):
     return value
 
 
-def _real(value, what):
+def _real(value: object, what: str) -> float:
     """An int or float for a C double (its value is C's to judge)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError("%s: expected a number, got %s" % (what, type(value).__name__))
@@ -80,13 +86,13 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT32 = (0, (1 << 32) - 1)
 
 
-def _read_text(path):
+def _read_text(path: StrPath) -> str:
     """A whole file through libremat's capped reader, decoded as UTF-8."""
     data = _path(path)
     out, n = ctypes.c_void_p(), ctypes.c_size_t()
     _call(_lib.lib.remat_read_file, data, ctypes.byref(out), ctypes.byref(n))
     try:
-        raw = ctypes.string_at(out.value, n.value)
+        raw = ctypes.string_at(out, n.value)
     finally:
         _lib.lib.remat_free(out)
     try:
@@ -95,13 +101,16 @@ def _read_text(path):
         raise InputError("%s: not UTF-8 text (byte %d)" % (os.fsdecode(data), e.start)) from None
 
 
-def _write_text(path, text):
-    """Writes text atomically through libremat (the old file survives a failure)."""
-    data, raw = _path(path), text.encode("utf-8")
-    _call(_lib.lib.remat_write_file, data, raw, len(raw))
+def _write_bytes(path: StrPath, raw: bytes) -> None:
+    """Writes raw atomically through libremat (the old file survives a failure)."""
+    _call(_lib.lib.remat_write_file, _path(path), raw, len(raw))
 
 
-def parse_size(size):
+def _write_text(path: StrPath, text: str) -> None:
+    _write_bytes(path, text.encode("utf-8"))
+
+
+def parse_size(size: Size) -> int:
     """Bytes from an int or a text such as "4GiB", "300MB" (libremat rules)."""
     if isinstance(size, bool):
         raise TypeError("size: expected an int or a text like '4GiB', got a bool")
@@ -129,22 +138,23 @@ class Chain:
     library ignores them, save() writes them back.
     """
 
-    def __init__(self, stages, input_bytes, input_grad_bytes=None, name="chain",
-                 time_unit="ms", meta=None):
+    def __init__(self, stages: Iterable[Mapping[str, Any]], input_bytes: int,
+                 input_grad_bytes: int | None = None, name: str = "chain",
+                 time_unit: str = "ms", meta: Mapping[str, Any] | None = None) -> None:
         # The document goes through the C reader, which judges every value and
         # names the field; here only the Python types are checked.
         _text(name, "name")
         _text(time_unit, "time_unit")
-        doc = {"format": "remat-chain-1", "name": name, "time_unit": time_unit,
-               "input_bytes": _int(input_bytes, "input_bytes", 0, (1 << 64) - 1),
-               "stages": [dict(s) for s in stages]}
+        doc: dict[str, Any] = {"format": "remat-chain-1", "name": name, "time_unit": time_unit,
+                               "input_bytes": _int(input_bytes, "input_bytes", 0, (1 << 64) - 1),
+                               "stages": [dict(s) for s in stages]}
         if input_grad_bytes is not None:
             doc["input_grad_bytes"] = _int(input_grad_bytes, "input_grad_bytes", 0,
                                            (1 << 64) - 1)
         self._adopt(self._parse(json.dumps(doc), "<python>"), meta)
 
     @staticmethod
-    def _parse(text, source):
+    def _parse(text: str, source: str) -> ctypes._Pointer[_lib.ChainStruct]:
         ptr = ctypes.POINTER(_lib.ChainStruct)()
         if not isinstance(text, str):
             raise TypeError("chain text: expected a str, got %s" % type(text).__name__)
@@ -153,13 +163,14 @@ class Chain:
               ctypes.byref(ptr))
         return ptr
 
-    def _adopt(self, ptr, meta):
+    def _adopt(self, ptr: ctypes._Pointer[_lib.ChainStruct],
+               meta: Mapping[str, Any] | None) -> None:
         self._ptr = ptr
         self.meta = dict(meta or {})
         self._fin = weakref.finalize(self, _lib.lib.remat_chain_free, ptr)
 
     @classmethod
-    def from_json(cls, text, source="<string>"):
+    def from_json(cls, text: str, source: str = "<string>") -> Chain:
         self = cls.__new__(cls)
         ptr = cls._parse(text, source)
         try:
@@ -171,55 +182,55 @@ class Chain:
         return self
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: StrPath) -> Chain:
         return cls.from_json(_read_text(path), os.fsdecode(_path(path)))
 
-    def to_json(self):
+    def to_json(self) -> str:
         out = ctypes.c_void_p()
         _call(_lib.lib.remat_chain_to_json, self._ptr, ctypes.byref(out))
         doc = json.loads(_lib.take_string(out))
         doc.update(self.meta)
         return json.dumps(doc, indent=2)
 
-    def save(self, path):
+    def save(self, path: StrPath) -> None:
         """Writes the chain atomically: on failure the old file is kept."""
         _write_text(path, self.to_json() + "\n")
 
     @property
-    def n(self):
+    def n(self) -> int:
         return int(self._ptr.contents.n)
 
     @property
-    def name(self):
-        return self._ptr.contents.name.decode()
+    def name(self) -> str:
+        return str(self._ptr.contents.name.decode())
 
     @property
-    def time_unit(self):
-        return self._ptr.contents.time_unit.decode()
+    def time_unit(self) -> str:
+        return str(self._ptr.contents.time_unit.decode())
 
     @property
-    def input_bytes(self):
+    def input_bytes(self) -> int:
         return int(self._ptr.contents.input_bytes)
 
     @property
-    def input_grad_bytes(self):
+    def input_grad_bytes(self) -> int:
         return int(self._ptr.contents.input_grad_bytes)
 
     @property
-    def stages(self):
+    def stages(self) -> list[dict[str, Any]]:
         c = self._ptr.contents
-        out = []
+        out: list[dict[str, Any]] = []
         for i in range(c.n):
             s = c.stages[i]
-            d = {"name": s.name.decode()}
+            d: dict[str, Any] = {"name": s.name.decode()}
             d.update({f: (float if "time" in f else int)(getattr(s, f)) for f in _STAGE_FIELDS})
             out.append(d)
         return out
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<remat.Chain %r: %d stages>" % (self.name, self.n)
 
 
@@ -227,12 +238,12 @@ class Schedule:
     """A schedule (SPEC section 2): .ops (texts), .algorithm, .memory_limit,
     .time and .peak_bytes as the solver predicted them."""
 
-    def __init__(self, ptr):
+    def __init__(self, ptr: ctypes._Pointer[_lib.ScheduleStruct]) -> None:
         self._ptr = ptr
         self._fin = weakref.finalize(self, _lib.lib.remat_schedule_free, ptr)
 
     @classmethod
-    def from_ops(cls, ops, algorithm="hand"):
+    def from_ops(cls, ops: Iterable[str], algorithm: str = "hand") -> Schedule:
         """A schedule from op texts such as ["Fall 1", "B 2", ...]."""
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
         _call(_lib.lib.remat_schedule_create, _text(algorithm, "algorithm"), ctypes.byref(ptr))
@@ -244,7 +255,7 @@ class Schedule:
         return self
 
     @classmethod
-    def from_json(cls, text, source="<string>"):
+    def from_json(cls, text: str, source: str = "<string>") -> Schedule:
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
         if not isinstance(text, str):
             raise TypeError("schedule text: expected a str, got %s" % type(text).__name__)
@@ -254,54 +265,55 @@ class Schedule:
         return cls(ptr)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: StrPath) -> Schedule:
         return cls.from_json(_read_text(path), os.fsdecode(_path(path)))
 
-    def to_json(self):
+    def to_json(self) -> str:
         out = ctypes.c_void_p()
         _call(_lib.lib.remat_schedule_to_json, self._ptr, ctypes.byref(out))
         return _lib.take_string(out)
 
-    def save(self, path):
+    def save(self, path: StrPath) -> None:
         """Writes the schedule atomically: on failure the old file is kept."""
         _write_text(path, self.to_json())
 
     @property
-    def ops(self):
+    def ops(self) -> list[str]:
         s = self._ptr.contents
         return [_lib.op_text(s.ops[k]) for k in range(s.n_ops)]
 
     @property
-    def algorithm(self):
-        return self._ptr.contents.algorithm.decode()
+    def algorithm(self) -> str:
+        return str(self._ptr.contents.algorithm.decode())
 
     @property
-    def memory_limit(self):
+    def memory_limit(self) -> int:
         return int(self._ptr.contents.memory_limit)
 
     @property
-    def time(self):
+    def time(self) -> float:
         return float(self._ptr.contents.time)
 
     @property
-    def peak_bytes(self):
+    def peak_bytes(self) -> int:
         return int(self._ptr.contents.peak_bytes)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return int(self._ptr.contents.n_ops)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<remat.Schedule %s: %d ops, time %g, peak %d bytes>" % (
             self.algorithm, len(self), self.time, self.peak_bytes)
 
 
-def _chain_ptr(chain):
+def _chain_ptr(chain: object) -> ctypes._Pointer[_lib.ChainStruct]:
     if not isinstance(chain, Chain):
         raise TypeError("chain: expected a remat.Chain, got %s" % type(chain).__name__)
     return chain._ptr
 
 
-def _options(memory, algorithm, slots, segments, threads):
+def _options(memory: Size | None, algorithm: str, slots: int | None, segments: int | None,
+             threads: int) -> _lib.SolveOptions:
     o = _lib.SolveOptions()
     _lib.lib.remat_solve_options_init(ctypes.byref(o))
     alg = ctypes.c_int()
@@ -316,12 +328,17 @@ def _options(memory, algorithm, slots, segments, threads):
     return o
 
 
-def solve(chain, memory, algorithm="optimal", slots=None, segments=None, threads=0):
+def solve(chain: Chain, memory: Size, algorithm: str = "optimal", slots: int | None = None,
+          segments: int | None = None, threads: int = 0,
+          bandwidth: float | str | None = None) -> Schedule:
     """Solves `chain` under `memory` (bytes or "4GiB"). Raises InfeasibleError
     (with .min_memory, which libremat always fills when it can be known) when
-    nothing fits."""
+    nothing fits. `bandwidth` (bytes per time unit or "12GB/s") is the host
+    link of the offload algorithms (pofo, ...)."""
     cp = _chain_ptr(chain)
     o = _options(memory, algorithm, slots, segments, threads)
+    if bandwidth is not None:
+        o.bandwidth = bandwidth_per_unit(bandwidth, chain.time_unit)
     ptr = ctypes.POINTER(_lib.ScheduleStruct)()
     try:
         _call(_lib.lib.remat_solve, cp, ctypes.byref(o), ctypes.byref(ptr))
@@ -334,7 +351,7 @@ def solve(chain, memory, algorithm="optimal", slots=None, segments=None, threads
     return Schedule(ptr)
 
 
-def min_memory(chain, algorithm="optimal", slots=None):
+def min_memory(chain: Chain, algorithm: str = "optimal", slots: int | None = None) -> int:
     """Smallest memory limit in bytes for which `algorithm` finds a schedule."""
     cp = _chain_ptr(chain)
     o = _options(0, algorithm, slots, None, 0)
@@ -343,7 +360,7 @@ def min_memory(chain, algorithm="optimal", slots=None):
     return int(out.value)
 
 
-def store_all_cost(chain):
+def store_all_cost(chain: Chain) -> tuple[int, float]:
     """(peak_bytes, time) of plain autograd on `chain`."""
     peak, t = ctypes.c_uint64(), ctypes.c_double()
     _call(_lib.lib.remat_store_all_cost, _chain_ptr(chain), ctypes.byref(peak), ctypes.byref(t))
@@ -354,24 +371,24 @@ class SimResult:
     """What remat.simulate() found: valid, time, peak_bytes, mem_during,
     mem_after, and for invalid schedules failed_op, failed_op_text, reason."""
 
-    def __init__(self, r):
+    def __init__(self, r: _lib.SimResult) -> None:
         self.valid = bool(r.valid)
         self.time = float(r.time)
         self.peak_bytes = int(r.peak_bytes)
         n = int(r.n_ops)
         self.mem_during = [int(r.mem_during[k]) for k in range(n)] if r.mem_during else []
         self.mem_after = [int(r.mem_after[k]) for k in range(n)] if r.mem_after else []
-        self.failed_op = int(r.failed_op) if not self.valid else None
-        self.failed_op_text = r.failed_op_text.decode() if not self.valid else None
-        self.reason = r.reason.decode() if not self.valid else None
+        self.failed_op: int | None = int(r.failed_op) if not self.valid else None
+        self.failed_op_text: str | None = r.failed_op_text.decode() if not self.valid else None
+        self.reason: str | None = r.reason.decode() if not self.valid else None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.valid:
             return "<SimResult valid time=%g peak=%d>" % (self.time, self.peak_bytes)
         return "<SimResult invalid at %s: %s>" % (self.failed_op_text, self.reason)
 
 
-def simulate(chain, schedule, bandwidth=0.0):
+def simulate(chain: Chain, schedule: Schedule, bandwidth: float = 0.0) -> SimResult:
     """Replays `schedule` on `chain` (SPEC section 2)."""
     cp = _chain_ptr(chain)
     if not isinstance(schedule, Schedule):
@@ -396,7 +413,7 @@ class Step:
 
     __slots__ = ("op", "kind", "index", "reads", "creates", "frees", "mem_during", "mem_after")
 
-    def __init__(self, st):
+    def __init__(self, st: _lib.ExecStep) -> None:
         self.op = _lib.op_text(st.op)
         self.kind = self.op.split()[0]
         self.index = int(st.op.index)
@@ -406,7 +423,7 @@ class Step:
         self.mem_during = int(st.mem_during)
         self.mem_after = int(st.mem_after)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Step %s reads=%s creates=%s frees=%s>" % (self.op, self.reads, self.creates,
                                                           self.frees)
 
@@ -414,14 +431,14 @@ class Step:
 class Plan:
     """An execution plan (include/remat/exec.h), copied into Python."""
 
-    def __init__(self, p):
+    def __init__(self, p: _lib.ExecPlan) -> None:
         self.steps = [Step(p.steps[k]) for k in range(p.n_steps)]
         self.first_backward = int(p.first_backward)
         self.peak_bytes = int(p.peak_bytes)
         self.time = float(p.time)
 
 
-def plan(chain, schedule):
+def plan(chain: Chain, schedule: Schedule) -> Plan:
     """What each op of `schedule` reads, creates and frees on `chain`."""
     cp = _chain_ptr(chain)
     if not isinstance(schedule, Schedule):
@@ -434,7 +451,7 @@ def plan(chain, schedule):
         _lib.lib.remat_exec_plan_free(ptr)
 
 
-def _human(n):
+def _human(n: int) -> str:
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << k:
             return "%.2f %s" % (n / (1 << k), unit)

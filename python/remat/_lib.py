@@ -5,11 +5,17 @@ prototypes, loads the library, checks its version and turns statuses into
 exceptions. Library handles are released by finalizers in remat/__init__.py.
 
 The library is found through, in order: the REMAT_LIB environment variable
-(a path), ../../build/libremat.so relative to this package, then the system
+(a path), libremat.so inside the installed package (pip install), the
+Makefile's ../../build/libremat.so relative to this package, then the system
 loader ("libremat.so.0" / "libremat.so").
 """
+from __future__ import annotations
+
 import ctypes
+import importlib.resources
 import os
+from collections.abc import Callable, Iterable
+from typing import Any
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64,
                     c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
 
@@ -26,7 +32,7 @@ class RematError(Exception):
 
     status = "REMAT_E_INTERNAL"
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if status:
@@ -43,7 +49,7 @@ class InfeasibleError(RematError):
 
     status = "REMAT_E_INFEASIBLE"
 
-    def __init__(self, message, min_memory=0):
+    def __init__(self, message: str, min_memory: int = 0) -> None:
         super().__init__(message)
         self.min_memory = min_memory
 
@@ -66,8 +72,9 @@ class InternalError(RematError):
 
 # Exceptions by the C status name (remat_status_name), so no status number is
 # written twice.
-_BY_NAME = {cls.status: cls for cls in (InputError, InfeasibleError, NoMemoryError,
-                                        TooLargeError, RematIOError, InternalError)}
+_BY_NAME: dict[str, type[RematError]] = {
+    cls.status: cls for cls in (InputError, InfeasibleError, NoMemoryError, TooLargeError,
+                                RematIOError, InternalError)}
 
 
 # Every Structure below names its C struct in _c_name: at import, its size must
@@ -159,15 +166,33 @@ class ExecPlan(Structure):
                 ("first_backward", c_size_t), ("peak_bytes", c_uint64), ("time", c_double)]
 
 
-def _candidates():
+def package_file(name: str) -> str | None:
+    """Path of a file shipped inside the installed package (the wheel puts
+    libremat.so and bin/remat there), or None. importlib.resources also sees
+    the files of an editable install, which live outside the source tree."""
+    try:
+        path = importlib.resources.files(__package__).joinpath(name)
+    except (ImportError, TypeError):
+        return None
+    return str(path) if path.is_file() and isinstance(path, os.PathLike) else None
+
+
+def build_tree_file(name: str) -> str:
+    """Path of `name` in the Makefile's build/ next to python/ (development)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "..", "build", name)
+
+
+def _candidates() -> list[str]:
     env = os.environ.get("REMAT_LIB")
     if env:
         return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    return [os.path.join(here, "..", "..", "build", "libremat.so"), "libremat.so.0", "libremat.so"]
+    inside = package_file("libremat.so")
+    return ([inside] if inside else []) + [build_tree_file("libremat.so"), "libremat.so.0",
+                                           "libremat.so"]
 
 
-def _load():
+def _load() -> ctypes.CDLL:
     tried = []
     for path in _candidates():
         try:
@@ -178,9 +203,9 @@ def _load():
                       ". Build it with `make` or set REMAT_LIB to its path.")
 
 
-def _declare(lib):
+def _declare(lib: ctypes.CDLL) -> None:
     P = POINTER
-    sigs = {
+    sigs: dict[str, tuple[Any, list[Any]]] = {
         "remat_version_number": (c_int, []),
         "remat_version_string": (c_char_p, []),
         "remat_status_name": (c_char_p, [c_int]),
@@ -228,15 +253,15 @@ STRUCTS = (Error, Stage, ChainStruct, Op, ScheduleStruct, SolveOptions, SimOptio
            SimMemPoint, SimResult, ExecRef, ExecStep, ExecPlan)
 
 
-def check_struct_sizes(lib, structs=STRUCTS):
+def check_struct_sizes(lib: ctypes.CDLL, structs: Iterable[type[Structure]] = STRUCTS) -> None:
     """Raises ImportError unless every ctypes struct has the size the loaded
     library reports for its C struct (a field added on one side only)."""
-    wrong = []
+    wrong: list[str] = []
     for cls in structs:
-        want = lib.remat_sizeof(cls._c_name.encode())
+        name = str(vars(cls)["_c_name"])
+        want = int(lib.remat_sizeof(name.encode()))
         if want != ctypes.sizeof(cls):
-            wrong.append("%s: %d bytes in libremat, %d here" % (cls._c_name, want,
-                                                               ctypes.sizeof(cls)))
+            wrong.append("%s: %d bytes in libremat, %d here" % (name, want, ctypes.sizeof(cls)))
     if wrong:
         raise ImportError("remat: this binding does not match the loaded libremat (%s): %s"
                           % (VERSION_STRING, "; ".join(wrong)))
@@ -244,15 +269,22 @@ def check_struct_sizes(lib, structs=STRUCTS):
 
 lib = _load()
 _declare(lib)
-VERSION = lib.remat_version_number()
-VERSION_STRING = lib.remat_version_string().decode()
+VERSION: int = lib.remat_version_number()
+VERSION_STRING: str = lib.remat_version_string().decode()
 if VERSION // 10000 != EXPECTED_MAJOR:
     raise ImportError("remat: libremat %s is not compatible with this binding (major %d expected)"
                       % (VERSION_STRING, EXPECTED_MAJOR))
 check_struct_sizes(lib)
 
 
-def check(status, err):
+def call(fn: Callable[..., int], *args: object) -> None:
+    """Calls a libremat function whose last argument is a remat_error and
+    raises on failure."""
+    err = Error()
+    check(fn(*args, ctypes.byref(err)), err)
+
+
+def check(status: int, err: Error) -> None:
     """Raises the exception matching a non-OK status, with the C message."""
     if status == 0:
         return
@@ -266,15 +298,17 @@ def check(status, err):
     raise cls(msg)
 
 
-def take_string(ptr):
+def take_string(ptr: ctypes.c_void_p) -> str:
     """Copies a library-owned C string and frees it with remat_free."""
     try:
+        if not ptr.value:
+            raise InternalError("libremat returned no text")
         return ctypes.string_at(ptr.value).decode("utf-8")
     finally:
         lib.remat_free(ptr)
 
 
-def op_text(op):
+def op_text(op: Op) -> str:
     buf = ctypes.create_string_buffer(OP_TEXT_MAX)
     lib.remat_op_format(op, buf)
     return buf.value.decode()

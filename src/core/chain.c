@@ -101,9 +101,9 @@ remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_
     REMAT__RETURN_IF(c->n == 0 || c->n > REMAT_MAX_STAGES || !c->stages, err, REMAT_E_INPUT,
                      "%s: the chain has %zu stages%s", who, c->n,
                      c->stages ? "" : " and no stage array");
-    REMAT__RETURN_IF(!memchr(c->name, '\0', sizeof c->name) ||
-                         !memchr(c->time_unit, '\0', sizeof c->time_unit),
-                     err, REMAT_E_INPUT, "%s: the chain's name or time_unit is not terminated", who);
+    REMAT__RETURN_IF(
+        !memchr(c->name, '\0', sizeof c->name) || !memchr(c->time_unit, '\0', sizeof c->time_unit),
+        err, REMAT_E_INPUT, "%s: the chain's name or time_unit is not terminated", who);
     for (size_t i = 0; i < c->n; i++)
         REMAT__RETURN_IF(!memchr(c->stages[i].name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
                          "%s: stages[%zu].name is not terminated", who, i);

@@ -183,11 +183,11 @@ static remat_status write_replace(const char *target, const char *shown, const s
                                   const char *data, size_t len, remat_error *err) {
     char tmp[4096 + 128];
     int fd = open_temp(target, tmp, sizeof tmp);
-    REMAT__RETURN_IF(fd < 0, err, REMAT_E_IO, "%s: cannot create a temporary file beside it: %s",
+    REMAT__RETURN_IF(fd < 0, err, REMAT_E_IO, "%s: cannot write (a temporary file beside it): %s",
                      shown, strerror(errno));
     remat_status st = REMAT_OK;
     if (old && fchmod(fd, old->st_mode & 07777) != 0)
-        st = remat__fail(err, REMAT_E_IO, "%s: cannot keep its permissions: %s", shown,
+        st = remat__fail(err, REMAT_E_IO, "%s: cannot write (keeping its permissions): %s", shown,
                          strerror(errno));
     if (st == REMAT_OK) st = write_all(fd, shown, data, len, err);
     if (st == REMAT_OK && fsync(fd) != 0)
@@ -195,7 +195,8 @@ static remat_status write_replace(const char *target, const char *shown, const s
     if (close(fd) != 0 && st == REMAT_OK)
         st = remat__fail(err, REMAT_E_IO, "%s: cannot write: %s", shown, strerror(errno));
     if (st == REMAT_OK && rename(tmp, target) != 0)
-        st = remat__fail(err, REMAT_E_IO, "%s: cannot replace it: %s", shown, strerror(errno));
+        st = remat__fail(err, REMAT_E_IO, "%s: cannot write (replacing it): %s", shown,
+                         strerror(errno));
     if (st != REMAT_OK) {
         unlink(tmp);
         return st;

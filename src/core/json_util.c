@@ -384,8 +384,8 @@ remat_status remat__js_open(remat__js *js, const char *text, size_t len, const c
     REMAT__RETURN_IF(t != REMAT__JS_STRING, err, REMAT_E_INPUT,
                      "%s: format: expected a string, got %s", src, remat__js_type_name(t));
     REMAT__FORWARD(remat__js_string(js, "", "format", f, sizeof f));
-    REMAT__RETURN_IF(strcmp(f, format) != 0, err, REMAT_E_INPUT, "%s: format: \"%.64s\" is not \"%s\"",
-                     src, f, format);
+    REMAT__RETURN_IF(strcmp(f, format) != 0, err, REMAT_E_INPUT,
+                     "%s: format: \"%.64s\" is not \"%s\"", src, f, format);
     if (count_key && count && find_member(js, count_key) && remat__js_peek(js) == REMAT__JS_ARRAY)
         *count = count_elements(js);
     js->pos = 0;

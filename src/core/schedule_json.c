@@ -66,7 +66,9 @@ static remat_status schedule_from_doc(remat__js *js, size_t count, remat_schedul
         }
         seen |= 1u << f;
         switch (f) {
-        case K_ALGORITHM: st = remat__js_string(js, "", key, s->algorithm, sizeof s->algorithm); break;
+        case K_ALGORITHM:
+            st = remat__js_string(js, "", key, s->algorithm, sizeof s->algorithm);
+            break;
         case K_LIMIT: st = remat__js_bytes(js, "", key, &s->memory_limit); break;
         case K_TIME: st = remat__js_time(js, "", key, &s->time); break;
         case K_PEAK: st = remat__js_bytes(js, "", key, &s->peak_bytes); break;

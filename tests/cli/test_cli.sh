@@ -35,6 +35,9 @@ run 0 "simulate store-all" "$REMAT" simulate "$D/tiny.json" "$D/storeall.sched.j
 out_has "simulate reports valid" '"valid": true'
 out_has "simulate peak 1120" '"peak_bytes": 1120'
 out_has "simulate time 31" '"time": 31[,}]'
+run 0 "simulate --timeline without a bandwidth" "$REMAT" simulate "$D/tiny.json" "$D/storeall.sched.json" --timeline
+out_has "timeline has compute events" '"events": \[\{"op": 0, "lane": 0, "start": 0'
+out_has "timeline keeps time 31" '"time": 31[,}]'
 run 2 "simulate unknown op" "$REMAT" simulate "$D/tiny.json" "$D/bad_op.sched.json"
 err_line "unknown op message names op" 'ops\[3\].*Fx 4'
 run 2 "simulate wrong B order" "$REMAT" simulate "$D/tiny.json" "$D/bad_order.sched.json"

@@ -1,0 +1,444 @@
+"""The training step: one forward that builds autograd's usual graph, and a
+backward that autograd drives, with the schedule deciding what is kept.
+
+Non-reentrant design. The model's forward runs once, building the same
+autograd graph as plain PyTorch, so autograd.grad, backward(inputs=...),
+retain_graph, tensor and parameter hooks, gradient accumulation, DDP and
+FSDP see an ordinary graph. What the schedule changes is only what autograd
+keeps: every tensor an operator saves for its backward goes through
+saved-tensor hooks. Stage j's saved tensors are kept when the schedule runs
+`Fall j` in the forward; otherwise the hook keeps a handle, and when
+autograd unpacks it during the backward, the executor runs the schedule up
+to `B j` (recomputing from checkpoints) and hands back the recomputed tensor.
+
+Op semantics (what each op reads, creates and frees) come from the C
+execution plan (`remat.plan`), so they are defined once, in libremat.
+
+Ordering. Autograd runs a stage's backward only after every stage after it:
+the activations crossing each boundary pass through a `_Boundary` node, an
+identity whose backward runs once all of its outputs' gradients are in, i.e.
+once the next stage's backward is over; it also tells the executor so. If
+autograd ever asks for a stage out of the schedule's order (a pruned
+`inputs=` backward, two graphs interleaved, a second backward with
+retain_graph), the executor recomputes what it needs from the nearest
+checkpoint: results stay exact, only time and memory move off the plan.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+import remat
+
+Ref = Tuple[str, int]
+FORWARD_OPS = ("Fn", "Fck", "Fall")
+
+
+class RematRuntimeError(RuntimeError):
+    """A call pattern remat cannot run exactly (it never returns wrong values)."""
+
+
+class _Boundary(torch.autograd.Function):
+    """Identity over the activations crossing the end of stage j."""
+
+    @staticmethod
+    def forward(ctx: Any, step: Optional["Step"], j: int, *xs: torch.Tensor
+                ) -> Tuple[torch.Tensor, ...]:
+        ctx.step, ctx.j = step, j
+        return tuple(x.detach() for x in xs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Tuple[Any, ...]:
+        step = ctx.step
+        if step is not None:
+            step.stage_backward_done(ctx.j + 1)
+        return (None, None) + grads
+
+
+def boundary(step: Optional["Step"], j: int, xs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """xs passed through stage j's boundary node (those that require grad)."""
+    idx = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.requires_grad]
+    if not idx or not torch.is_grad_enabled():
+        return list(xs)
+    outs = _Boundary.apply(step, j, *[xs[i] for i in idx])
+    res = list(xs)
+    for i, o in zip(idx, outs):
+        res[i] = o
+    return res
+
+
+class _Handle:
+    """What autograd holds instead of a saved activation."""
+
+    __slots__ = ("step", "j", "k", "__weakref__")
+
+    def __init__(self, step: "Step", j: int, k: int) -> None:
+        self.step, self.j, self.k = step, j, k
+        step.live_handles += 1
+
+    def __del__(self) -> None:
+        step = self.step
+        step.live_handles -= 1
+        if step.live_handles == 0 and step.forward_over:
+            step.release()
+
+
+class _Abar:
+    """abar[j]: the stage's boundary tensors and the tensors autograd saved."""
+
+    __slots__ = ("a", "saved")
+
+    def __init__(self, a: List[torch.Tensor], saved: List[torch.Tensor]) -> None:
+        self.a, self.saved = a, saved
+
+
+class RngState:
+    """CPU and CUDA generator states at the start of a stage's first run."""
+
+    def __init__(self, devices: Sequence[int]) -> None:
+        self.devices = list(devices)
+        self.cpu = torch.get_rng_state()
+        self.cuda = [torch.cuda.get_rng_state(d) for d in self.devices]
+
+    @contextlib.contextmanager
+    def replay(self) -> Any:
+        with torch.random.fork_rng(devices=self.devices):
+            torch.set_rng_state(self.cpu)
+            for d, s in zip(self.devices, self.cuda):
+                torch.cuda.set_rng_state(s, d)
+            yield
+
+
+def rng_state_bytes(device: torch.device) -> int:
+    """What a RngState holds: the CPU generator's state, and the device's."""
+    n = torch.get_rng_state().nbytes
+    if device.type == "cuda":
+        n += torch.cuda.get_rng_state(device).nbytes
+    return n
+
+
+class AutocastState:
+    """The autocast settings of the step's forward, replayed by recomputations
+    that run in the backward, outside the user's autocast block."""
+
+    DEVICES = ("cpu", "cuda")
+
+    def __init__(self) -> None:
+        self.state = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                      for d in self.DEVICES]
+        self.cache = torch.is_autocast_cache_enabled()
+
+    def key(self) -> Tuple[Any, ...]:
+        return tuple((d, e, str(t)) for d, e, t in self.state if e)
+
+    @contextlib.contextmanager
+    def replay(self) -> Any:
+        with contextlib.ExitStack() as stack:
+            for d, enabled, dtype in self.state:
+                stack.enter_context(torch.autocast(d, dtype=dtype, enabled=enabled,
+                                                   cache_enabled=self.cache))
+            yield
+
+
+class Runner:
+    """What an executor path (graph stages, module blocks) provides."""
+
+    n_stages: int  # L: stages 1..L run by the model; stage n = L + 1 is the output
+
+    def recompute(self, step: "Step", j: int, a_prev: List[torch.Tensor], keep: bool
+                  ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
+        """Runs stage j again from a[j-1] = a_prev. Returns a[j] (detached) and,
+        when keep, the tensors autograd saves, in the order it saved them."""
+        raise NotImplementedError
+
+
+class Step:
+    """The state of one training step: the values the schedule holds, the
+    stages' RNG states and the main forward's saved-tensor metadata."""
+
+    def __init__(self, runner: Runner, plan: "remat.Plan", free_storages: set,
+                 rng_devices: Sequence[int]) -> None:
+        self.runner = runner
+        self.plan = plan
+        self.L = runner.n_stages
+        self.n = self.L + 1
+        self.free_storages = free_storages   # params, buffers, inputs, held values
+        self.rng_devices = list(rng_devices)
+        self.autocast = AutocastState()
+        self.store: Dict[Ref, Any] = {}
+        self.extra: Dict[int, _Abar] = {}    # abar recomputed off the plan
+        self.rng: Dict[int, RngState] = {}
+        self.meta: Dict[int, List[Tuple[torch.Size, torch.dtype]]] = {}
+        self.n_packed: Dict[int, int] = {}
+        self.n_unpacked: Dict[int, set] = {}
+        self.main_done = [False] * (self.n + 1)
+        self.bwd_done = [False] * (self.n + 1)
+        self.a0: List[torch.Tensor] = []
+        self.pos = plan.first_backward
+        self.in_pass = False
+        self.passes = 0
+        self.live_handles = 0
+        self.versions: List[Tuple[torch.Tensor, int, str]] = []
+        self.released = False
+        self.forward_over = False
+        self._fpos = 0
+        self._kept_main: List[torch.Tensor] = []
+        self.ctx: Any = None
+
+    # -- forward ------------------------------------------------------------
+    def set_input(self, a0: List[torch.Tensor]) -> None:
+        self.a0 = [t.detach() for t in a0]
+        self.store[("a", 0)] = self.a0
+
+    def watch(self, t: torch.Tensor, what: str) -> None:
+        """t must not change between forward and backward (it is read again)."""
+        self.versions.append((t, t._version, what))
+
+    def forward_ops(self) -> List[Any]:
+        return self.plan.steps[:self.plan.first_backward]
+
+    def main_pack(self, j: int, keep: bool) -> Callable[[torch.Tensor], Any]:
+        """The pack hook of stage j's main run."""
+        self.n_packed[j] = 0
+        self.meta[j] = []
+        kept: List[torch.Tensor] = []
+        self._kept_main = kept
+        free = self.free_storages
+
+        def pack(t: torch.Tensor) -> Any:
+            s = t.untyped_storage().data_ptr()
+            if (t.device.type, s) in free or s == 0:
+                return t
+            k = self.n_packed[j]
+            self.n_packed[j] = k + 1
+            self.meta[j].append((t.shape, t.dtype))
+            if keep:
+                kept.append(t.detach())  # t itself would tie the store to the graph
+            return _Handle(self, j, k)
+        return pack
+
+    def main_stage(self, j: int) -> Any:
+        """The saved-tensor hooks of stage j's main run."""
+        st = self.forward_ops()[self._fpos]
+        keep = ("abar", j) in st.creates
+        return torch.autograd.graph.saved_tensors_hooks(self.main_pack(j, keep), _unpack)
+
+    def record_rng(self, j: int) -> None:
+        self.rng[j] = RngState(self.rng_devices)
+
+    def _store_result(self, j: int, a_j: List[torch.Tensor],
+                      saved: Optional[List[torch.Tensor]]) -> None:
+        if saved is not None:
+            self.store.pop(("a", j), None)
+            self.store[("abar", j)] = _Abar(a_j, saved)
+        elif ("abar", j) not in self.store:
+            self.store[("a", j)] = a_j
+
+    def before_main(self, j: int) -> None:
+        """Carries out the schedule's ops that come before stage j's first
+        forward (the model is about to run stage j)."""
+        ops = self.forward_ops()
+        while self._fpos < len(ops):
+            st = ops[self._fpos]
+            if st.kind in FORWARD_OPS and st.index <= self.L and not self.main_done[st.index]:
+                if st.index != j or any(not self.main_done[i] for i in range(1, j)):
+                    raise RematRuntimeError(
+                        "remat: the schedule runs stage %d forward where the model runs stage %d"
+                        % (st.index, j))
+                return
+            self._apply(st)
+            self._fpos += 1
+        raise RematRuntimeError("remat: the schedule has no forward of stage %d" % j)
+
+    def after_main(self, j: int, a_j: List[torch.Tensor]) -> None:
+        """Stage j's first forward has run: store what its op creates."""
+        st = self.forward_ops()[self._fpos]
+        self.main_done[j] = True
+        kept = self._kept_main
+        self._kept_main = []
+        self._store_result(j, [t.detach() for t in a_j],
+                           kept if ("abar", j) in st.creates else None)
+        self._frees(st)
+        self._fpos += 1
+
+    def finish_forward(self) -> None:
+        """The model's forward is over: the schedule's remaining forward ops."""
+        ops = self.forward_ops()
+        while self._fpos < len(ops):
+            self._apply(ops[self._fpos])
+            self._fpos += 1
+        missing = [j for j in range(1, self.L + 1) if not self.main_done[j]]
+        if missing:
+            raise RematRuntimeError("remat: the model never ran stage %d" % missing[0])
+        self.forward_over = True
+        if self.live_handles == 0:
+            self.release()
+
+    # -- plan ops -----------------------------------------------------------
+    def _apply(self, st: Any) -> None:
+        kind, j = st.kind, st.index
+        if kind in FORWARD_OPS and st.creates:
+            if j == self.n:
+                a = self._a(self.L)
+                self._store_result(j, a, [] if ("abar", j) in st.creates else None)
+            else:
+                keep = ("abar", j) in st.creates
+                a, saved = self._recompute(j, keep)
+                self._store_result(j, a, saved)
+        self._frees(st)
+
+    def _frees(self, st: Any) -> None:
+        for ref in st.frees:
+            if ref[0] != "d":
+                self.store.pop(tuple(ref), None)
+
+    def _a(self, i: int) -> List[torch.Tensor]:
+        if ("a", i) in self.store:
+            return self.store[("a", i)]
+        if ("abar", i) in self.store:
+            return self.store[("abar", i)].a
+        if i == 0:
+            return self.a0
+        raise RematRuntimeError("remat: a[%d] is not held where the schedule reads it" % i)
+
+    def _recompute(self, j: int, keep: bool, a_prev: Optional[List[torch.Tensor]] = None
+                   ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
+        self._check_versions()
+        a_prev = self._a(j - 1) if a_prev is None else a_prev
+        ctx = self.rng[j].replay() if j in self.rng else contextlib.nullcontext()
+        with ctx, self.autocast.replay():
+            a, saved = self.runner.recompute(self, j, a_prev, keep)
+        if keep:
+            self._check_saved(j, saved or [])
+        return a, saved
+
+    def _check_versions(self) -> None:
+        for t, v, what in self.versions:
+            if t._version != v:
+                raise RematRuntimeError(
+                    "remat: %s was modified in place after the forward (version %d, now %d); "
+                    "the backward recomputes from it and would give wrong gradients. Clone it "
+                    "before changing it, or change it after backward()." % (what, v, t._version))
+
+    def _check_saved(self, j: int, saved: List[torch.Tensor]) -> None:
+        want = self.meta.get(j)
+        got = [(t.shape, t.dtype) for t in saved]
+        if want is not None and got != want:
+            raise RematRuntimeError(
+                "remat: recomputing stage %d saved %d tensors %s, the forward saved %d %s; the "
+                "stage is not deterministic in what it computes (data-dependent Python?)"
+                % (j, len(got), got[:3], len(want), want[:3]))
+
+    # -- backward -----------------------------------------------------------
+    def unpack(self, h: _Handle) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            raise RematRuntimeError("remat: backward with create_graph=True (double backward) "
+                                    "through a remat model is not supported")
+        j, k = h.j, h.k
+        if not self.in_pass:
+            self._start_pass()
+        ab = self._ensure(j)
+        t = ab.saved[k]
+        if t is None:  # unpacked before in this pass (a custom Function reading twice)
+            ab = self._off_plan(j)
+            t = ab.saved[k]
+        else:  # autograd unpacks each saved tensor once: free it after its node, as eager
+            ab.saved[k] = None
+        seen = self.n_unpacked.setdefault(j, set())
+        seen.add(k)
+        if len(seen) >= self.n_packed.get(j, 0):
+            self.stage_backward_done(j)
+        return t
+
+    def _start_pass(self) -> None:
+        self.in_pass = True
+        torch.autograd.Variable._execution_engine.queue_callback(self.end_pass)
+        self.pos = self.plan.first_backward
+        self.n_unpacked = {}
+        self.bwd_done = [False] * (self.n + 1)
+        if self.passes > 0:  # a second backward (retain_graph): replay from a[0]
+            self.store = {("a", 0): self.a0}
+            for st in self.forward_ops():
+                self._apply(st)
+        self.passes += 1
+
+    def _ensure(self, j: int) -> _Abar:
+        """abar[j], running the schedule until B j if needed."""
+        if ("abar", j) in self.store:
+            return self.store[("abar", j)]
+        if j in self.extra:
+            return self.extra[j]
+        steps = self.plan.steps
+        while self.pos < len(steps):
+            st = steps[self.pos]
+            if st.kind == "B":
+                if st.index == j:
+                    break
+                if st.index < j:  # B j is behind us: off the plan
+                    break
+                self._finish_b(st)
+                continue
+            self._apply(st)
+            self.pos += 1
+        if ("abar", j) in self.store:
+            return self.store[("abar", j)]
+        return self._off_plan(j)
+
+    def _finish_b(self, st: Any) -> None:
+        self.bwd_done[st.index] = True
+        self._frees(st)
+        self.pos += 1
+
+    def stage_backward_done(self, j: int) -> None:
+        """Stage j's backward is over: carry out the schedule's B j."""
+        if not self.in_pass or j > self.n or self.bwd_done[j]:
+            return
+        steps = self.plan.steps
+        while self.pos < len(steps):
+            st = steps[self.pos]
+            if st.kind == "B" and st.index < j:
+                return
+            if st.kind == "B":
+                self._finish_b(st)
+                if st.index == j:
+                    return
+            else:
+                self._apply(st)
+                self.pos += 1
+
+    def _off_plan(self, j: int) -> _Abar:
+        """abar[j] from the nearest held checkpoint below j."""
+        i = j - 1
+        while i > 0 and ("a", i) not in self.store and ("abar", i) not in self.store:
+            i -= 1
+        a = self._a(i)
+        for s in range(i + 1, j):
+            a, _ = self._recompute(s, False, a)
+        a_j, saved = self._recompute(j, True, a)
+        ab = _Abar(a_j, saved or [])
+        self.extra[j] = ab
+        return ab
+
+    def end_pass(self) -> None:
+        """Autograd's callback at the end of a backward pass."""
+        self.in_pass = False
+        self.store = {}
+        self.extra = {}
+
+    def release(self) -> None:
+        """No saved tensor of this step is left: drop everything."""
+        self.released = True
+        self.store = {}
+        self.extra = {}
+        self.a0 = []
+        self.versions = []
+        self.rng = {}
+        self.runner = None  # type: ignore[assignment]
+
+
+def _unpack(h: Any) -> torch.Tensor:
+    if isinstance(h, _Handle):
+        return h.step.unpack(h)
+    return h  # a parameter, buffer, input or held value, saved as itself

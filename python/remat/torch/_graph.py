@@ -1,0 +1,407 @@
+"""Graph capture with torch.export and cutting the graph into a chain.
+
+Why torch.export: its training IR keeps the operators eager PyTorch runs
+(aten.linear, conv2d, batch_norm with its in-place statistics update, relu_,
+dropout, scaled_dot_product_attention), so replaying the graph op by op calls
+the same kernels as the model's own forward and gives bitwise-equal results.
+It records parameters, buffers and user inputs by name, and its non-strict
+mode runs the model's Python, so most Hugging Face models export as they are.
+torch.fx.symbolic_trace stops at the first shape-dependent branch.
+
+One real forward over the graph (`analyze`) gives, per node, the storages it
+outputs, whether they require grad, what autograd saves, which storages the
+node mutates, and its time. The cut rules use those facts:
+
+- an activation is a tensor that depends on a user input and requires grad;
+  only activations cross stage boundaries. Everything else a later stage
+  reads (masks, rotary tables, position ids, outputs returned early) is held
+  once for the whole step and counted in memory ("held" values);
+- a boundary after node k is legal when the activations live across it are
+  tensors that autograd saves anyway (so keeping them costs what plain
+  autograd pays), when no later node mutates a storage made before it, and
+  when it shares no storage with the previous boundary. The last rule makes
+  each activation cross at most one boundary, so no storage is counted
+  twice; with a single activation it is the articulation point of the graph;
+- boundaries are taken greedily, earliest first (the most stages), then
+  merged pairwise, smallest merged forward time first, down to `max_stages`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+
+StorageKey = Tuple[str, int, int]
+
+CALL_OPS = ("call_function", "call_module", "call_method")
+
+
+class CaptureError(RuntimeError):
+    """The model cannot be run by remat: the message says why."""
+
+
+def storage_key(t: torch.Tensor) -> Tuple[StorageKey, int]:
+    """(identity of t's storage, its size in bytes)."""
+    s = t.untyped_storage()
+    idx = t.device.index if t.device.index is not None else -1
+    return (t.device.type, idx, s.data_ptr()), s.nbytes()
+
+
+def tensors_in(value: Any) -> List[torch.Tensor]:
+    return [v for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
+
+
+def export_model(model: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+    """The training-IR ExportedProgram of model(*args, **kwargs)."""
+    fn = getattr(torch.export, "export_for_training", None)  # torch 2.5 .. 2.8
+    if fn is not None:
+        return fn(model, args, kwargs, strict=False)
+    return torch.export.export(model, args, kwargs, strict=False)
+
+
+# --------------------------------------------------------------------------
+# Facts from one real forward
+
+@dataclasses.dataclass
+class NodeFacts:
+    pos: int
+    outputs: List[Tuple[StorageKey, int]]  # storages of the output tensors
+    single_tensor: bool
+    requires_grad: bool
+    saved: Set[StorageKey]                 # storages autograd saved for this node
+    mutated: Set[StorageKey]               # input storages whose version moved
+    inputs: Set[StorageKey]                # storages of the input tensors
+    random: bool
+    seconds: float
+
+
+def _is_random(node: fx.Node) -> bool:
+    """Draws random numbers. A dropout (or attention) whose probability
+    argument is 0, or whose train argument is False, draws none."""
+    tags = getattr(node.target, "tags", ())
+    if torch.Tag.nondeterministic_seeded not in tags:
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return True
+    for i, a in enumerate(schema.arguments):
+        if a.name not in ("p", "dropout_p", "train"):
+            continue
+        v = node.args[i] if i < len(node.args) else node.kwargs.get(a.name, a.default_value)
+        if (a.name == "train" and v is False) or (a.name != "train" and v == 0):
+            return False
+    return True
+
+
+def analyze(gm: fx.GraphModule, calls: Sequence[fx.Node],
+            feeds: Dict[fx.Node, Any]) -> Dict[fx.Node, NodeFacts]:
+    """Runs the graph once on real values (`feeds`: a value per placeholder)
+    and records the facts of every call node. The caller passes scratch
+    copies of buffers and forks the RNG: this run must leave no trace."""
+    env: Dict[fx.Node, Any] = dict(feeds)
+    facts: Dict[fx.Node, NodeFacts] = {}
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            env[n] = _fetch_attr(gm, n.target)
+    # Kernels such as batch_norm update running statistics without moving
+    # their version counter: compare the placeholders' values instead.
+    before = {ph: v.detach().clone() for ph, v in feeds.items() if isinstance(v, torch.Tensor)}
+    for pos, n in enumerate(calls):
+        args = fx.node.map_arg(n.args, lambda a: env[a])
+        kwargs = fx.node.map_arg(n.kwargs, lambda a: env[a])
+        ins = [t for a in n.all_input_nodes for t in tensors_in(env[a])]
+        versions = [t._version for t in ins]
+        saved: Set[StorageKey] = set()
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            saved.add(storage_key(t)[0])
+            return t.detach()  # not t: t -> grad_fn -> saved t is a cycle
+        t0 = time.perf_counter()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = _call(gm, n, args, kwargs)
+        seconds = time.perf_counter() - t0
+        env[n] = out
+        outs = tensors_in(out)
+        mutated = {storage_key(t)[0] for t, v in zip(ins, versions) if t._version != v}
+        facts[n] = NodeFacts(pos, [storage_key(t) for t in outs], isinstance(out, torch.Tensor),
+                             any(t.requires_grad for t in outs), saved, mutated,
+                             {storage_key(t)[0] for t in ins}, _is_random(n), seconds)
+    changed = {storage_key(feeds[ph])[0] for ph, v in before.items()
+               if not _same(v, feeds[ph])}
+    for n in calls:  # a changed placeholder: each node reading it may write it
+        facts[n].mutated |= facts[n].inputs & changed
+    return facts
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(
+        torch.equal(a, b) if not a.is_floating_point() else
+        torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0)))
+
+
+def _fetch_attr(gm: fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _call(gm: fx.GraphModule, n: fx.Node, args: Any, kwargs: Any) -> Any:
+    if n.op == "call_function":
+        return n.target(*args, **kwargs)
+    if n.op == "call_module":
+        return gm.get_submodule(n.target)(*args, **kwargs)
+    return getattr(args[0], n.target)(*args[1:], **kwargs)
+
+
+# --------------------------------------------------------------------------
+# Cutting
+
+@dataclasses.dataclass
+class Cut:
+    """Where stages begin and end, as positions in `calls`."""
+    starts: List[int]              # first call position of each stage
+    boundaries: List[List[fx.Node]]  # activations crossing the end of each stage (last: [])
+    reasons: Dict[str, int]        # why positions were not cuts (for the report)
+
+
+def dynamic_nodes(gm: fx.GraphModule, user_inputs: Set[fx.Node]) -> Set[fx.Node]:
+    """Nodes whose value depends on a user input."""
+    dyn: Set[fx.Node] = set(user_inputs)
+    for n in gm.graph.nodes:
+        if n.op in CALL_OPS and any(a in dyn for a in n.all_input_nodes):
+            dyn.add(n)
+    return dyn
+
+
+def last_uses(calls: Sequence[fx.Node]) -> Dict[fx.Node, int]:
+    """Position of the last call node reading each node (outputs excluded)."""
+    pos = {n: i for i, n in enumerate(calls)}
+    last: Dict[fx.Node, int] = {}
+    for n in calls:
+        for a in n.all_input_nodes:
+            last[a] = max(last.get(a, -1), pos[n])
+    return last
+
+
+def pinned_positions(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
+                     placeholder_storages: Set[StorageKey]) -> Tuple[List[bool], Set[StorageKey]]:
+    """Positions after which no boundary may fall, and the placeholder storages
+    (buffers, inputs) the graph mutates. A storage made at position r and
+    mutated at m > r pins [r, m) into one stage: a boundary in between would
+    keep a checkpoint that a later stage overwrites. A mutated placeholder
+    storage pins its first reader to its last mutator, so one stage does all
+    of it and its recomputation can run on a snapshot taken at the step's
+    start."""
+    pinned = [False] * len(calls)
+    made: Dict[StorageKey, int] = {}
+    first_read: Dict[StorageKey, int] = {}
+    for n in calls:
+        f = facts[n]
+        for key in f.inputs:
+            first_read.setdefault(key, f.pos)
+        for key, _ in f.outputs:
+            if key not in placeholder_storages:
+                made.setdefault(key, f.pos)
+    mutated_placeholders: Set[StorageKey] = set()
+    for n in calls:
+        m = facts[n].pos
+        for key in facts[n].mutated:
+            if key in placeholder_storages:
+                mutated_placeholders.add(key)
+                r = first_read.get(key, m)
+            else:
+                r = made.get(key, m)
+            for k in range(r, m):
+                pinned[k] = True
+    return pinned, mutated_placeholders
+
+
+def choose_cuts(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
+                acts: Set[fx.Node], input_acts: Sequence[fx.Node],
+                storage_of: Dict[fx.Node, StorageKey], pinned: List[bool],
+                max_stages: int) -> Cut:
+    """Stage boundaries by the rules of the module docstring."""
+    last = last_uses(calls)
+    saved_all: Set[StorageKey] = set()
+    for f in facts.values():
+        saved_all |= f.saved
+    reasons = {"mutated later": 0, "not kept by autograd": 0, "shared with previous": 0,
+               "not a tensor": 0}
+    live: Dict[fx.Node, None] = {a: None for a in input_acts if last.get(a, -1) >= 0}
+    cuts: List[int] = []
+    bounds: List[List[fx.Node]] = []
+    prev: Set[Optional[StorageKey]] = {storage_of.get(a) for a in live}
+    for k, n in enumerate(calls[:-1]):
+        if n in acts and last.get(n, -1) > k:
+            live[n] = None
+        for a in [a for a in live if last.get(a, -1) <= k]:
+            del live[a]
+        if not live:
+            continue
+        crossing = set(live)
+        keys = {storage_of.get(a) for a in crossing}
+        if pinned[k]:
+            reasons["mutated later"] += 1
+        elif any(a in facts and not facts[a].single_tensor for a in crossing):
+            reasons["not a tensor"] += 1
+        elif keys & prev:
+            reasons["shared with previous"] += 1
+        elif any(key not in saved_all for key in keys):
+            reasons["not kept by autograd"] += 1
+        else:
+            cuts.append(k)
+            bounds.append(sorted(crossing, key=lambda a: facts[a].pos if a in facts else -1))
+            prev = keys
+    starts = [0] + [k + 1 for k in cuts]
+    bounds.append([])
+    starts, bounds = _merge(starts, bounds, calls, facts, max_stages)
+    return Cut(starts, bounds, reasons)
+
+
+def _merge(starts: List[int], bounds: List[List[fx.Node]], calls: Sequence[fx.Node],
+           facts: Dict[fx.Node, NodeFacts], max_stages: int
+           ) -> Tuple[List[int], List[List[fx.Node]]]:
+    """Removes boundaries until at most max_stages stages remain: each time
+    the one joining the two adjacent stages of smallest total forward time."""
+    if len(starts) <= max_stages:
+        return starts, bounds
+    ends = starts[1:] + [len(calls)]
+    secs = [sum(facts[calls[p]].seconds for p in range(s, e)) for s, e in zip(starts, ends)]
+    alive = [True] * len(starts)
+    nxt = list(range(1, len(starts) + 1))
+    prv = list(range(-1, len(starts) - 1))
+    heap = [(secs[i] + secs[i + 1], i, i + 1) for i in range(len(starts) - 1)]
+    heapq.heapify(heap)
+    count = len(starts)
+    while count > max_stages and heap:
+        total, i, j = heapq.heappop(heap)
+        if not (alive[i] and alive[j] and nxt[i] == j and secs[i] + secs[j] == total):
+            continue
+        alive[j] = False  # stage j joins stage i; i takes j's end boundary
+        secs[i] = total
+        bounds[i] = bounds[j]
+        nxt[i] = nxt[j]
+        if nxt[j] < len(starts):
+            prv[nxt[j]] = i
+            heapq.heappush(heap, (secs[i] + secs[nxt[i]], i, nxt[i]))
+        if prv[i] >= 0:
+            heapq.heappush(heap, (secs[prv[i]] + secs[i], prv[i], i))
+        count -= 1
+    keep = [i for i in range(len(starts)) if alive[i]]
+    return [starts[i] for i in keep], [bounds[i] for i in keep]
+
+
+# --------------------------------------------------------------------------
+# Stage graphs
+
+@dataclasses.dataclass
+class GraphStage:
+    index: int                     # 1-based
+    name: str
+    nodes: List[fx.Node]
+    inputs: List[fx.Node]          # main run: values read from outside, placeholder order
+    outputs: List[fx.Node]         # main run: values produced here and read later
+    boundary: List[fx.Node]        # activations crossing the end of the stage
+    re_inputs: List[fx.Node]       # recomputation: inputs, then held values made here
+    re_outputs: List[fx.Node]      # recomputation: what it returns (a[j])
+    mutated: List[fx.Node]         # placeholders the stage updates in place
+    random: bool
+    gm: fx.GraphModule
+    gm_re: fx.GraphModule
+
+
+def _subgraph(root: fx.GraphModule, name: str, nodes: Sequence[fx.Node],
+              inputs: Sequence[fx.Node], outputs: Sequence[fx.Node]) -> fx.GraphModule:
+    """A GraphModule computing `outputs` from `inputs` with `nodes`. A node
+    that is also an input is read, not computed, except a random one: it
+    still runs, so the random numbers drawn after it stay the same."""
+    g = fx.Graph()
+    env: Dict[fx.Node, fx.Node] = {a: g.placeholder(a.name) for a in inputs}
+    for n in nodes:
+        if n in env and not _is_random(n):
+            continue
+        for a in n.all_input_nodes:
+            if a.op == "get_attr" and a not in env:
+                env[a] = g.node_copy(a)
+        copy = g.node_copy(n, lambda a: env[a])
+        env.setdefault(n, copy)
+    g.output(tuple(env[o] for o in outputs))
+    for n in reversed(list(g.nodes)):  # dead code, keeping side effects and draws
+        if n.op not in ("placeholder", "output") and not n.users and not n.is_impure() \
+                and not _is_random(n):
+            g.erase_node(n)
+    gm = fx.GraphModule(root, g, class_name=name)
+    _box(gm)
+    return gm
+
+
+def _box(gm: fx.GraphModule) -> None:
+    """Boxed calling convention where this torch has it: the module takes one
+    list and empties it, so an input can be freed after its last use inside
+    the stage, as in eager mode, instead of living until the stage returns."""
+    codegen = getattr(fx.graph, "_BoxedCodeGen", None)
+    gm.remat_boxed = False  # type: ignore[assignment]
+    if codegen is None:
+        return
+    try:
+        gm.graph.set_codegen(codegen())
+        gm.recompile()
+        gm.remat_boxed = True  # type: ignore[assignment]
+    except Exception:  # an older torch whose codegen differs: plain calls
+        gm.graph.set_codegen(fx.graph.CodeGen())
+        gm.recompile()
+
+
+def call(gm: fx.GraphModule, args: List[Any]) -> Any:
+    """Runs a stage module on `args` (emptied when the module is boxed)."""
+    if gm.remat_boxed:
+        return gm(args)
+    out = gm(*args)
+    args.clear()
+    return out
+
+
+def build_stage(root: fx.GraphModule, index: int, name: str, nodes: List[fx.Node],
+                read_later: Callable[[fx.Node], bool], boundary: List[fx.Node],
+                re_outputs: List[fx.Node], held: Set[fx.Node], mutated: List[fx.Node],
+                random: bool) -> GraphStage:
+    """Stage `index`: its main-run module (returns everything later stages or
+    the model's outputs read) and its recomputation module (returns a[j]; the
+    held values it made in the main run are read, not recomputed)."""
+    inside = set(nodes)
+    inputs: List[fx.Node] = []
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a not in inside and a.op != "get_attr" and a not in inputs:
+                inputs.append(a)
+    outputs = [n for n in nodes if read_later(n)]
+    held_here = [n for n in nodes if n in held]
+    re_inputs = inputs + held_here
+    gm = _subgraph(root, "Stage%d" % index, nodes, inputs, outputs)
+    gm_re = _subgraph(root, "Stage%dRe" % index, nodes, re_inputs, re_outputs)
+    return GraphStage(index, name, nodes, inputs, outputs, boundary, re_inputs, re_outputs,
+                      mutated, random, gm, gm_re)
+
+
+def stage_name(index: int, nodes: Sequence[fx.Node]) -> str:
+    """A readable name: the innermost module path common to the stage's nodes."""
+    paths = []
+    for n in nodes:
+        st = n.meta.get("nn_module_stack")
+        if st:
+            paths.append(list(v[0] for v in st.values()))
+    common: List[str] = []
+    if paths:
+        for level in zip(*paths):
+            if all(x == level[0] for x in level):
+                common.append(level[0])
+            else:
+                break
+    where = common[-1] if common and common[-1] else (paths[0][-1] if paths else "graph")
+    return "%d:%s" % (index, where or "model")

@@ -1,0 +1,386 @@
+"""remat.torch.checkpoint(): any model, a byte budget, eager training."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import warnings
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+import remat
+
+from . import _graph as G
+from ._executor import AutocastState, Step
+from ._progress import Progress
+
+Memory = Union[int, float, str]
+PROFILE_VERSION = 1
+
+
+class InputChanged(RuntimeError):
+    """An input differs from every profiled one and on_new_input="error"."""
+
+
+def _normalize(args: Sequence[Any], kwargs: Optional[Dict[str, Any]]) -> Tuple[tuple, dict]:
+    """Keyword arguments in a fixed (sorted) order, so flattening is stable."""
+    return tuple(args), {k: kwargs[k] for k in sorted(kwargs or {})}
+
+
+def _leaf_key(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return ("T", tuple(x.shape), str(x.dtype), str(x.device), x.requires_grad,
+                x.is_floating_point() and x.requires_grad)
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return ("V", type(x).__name__, x)
+    return ("O", type(x).__qualname__)
+
+
+def _state_key(model: nn.Module) -> Tuple[Any, ...]:
+    """What changes the graph or its sizes besides the inputs."""
+    params = tuple((n, tuple(p.shape), str(p.dtype), str(p.device), p.requires_grad)
+                   for n, p in model.named_parameters())
+    bufs = tuple((n, str(b.dtype), str(b.device)) for n, b in model.named_buffers())
+    modes = tuple(m.training for m in model.modules())
+    return params, bufs, modes
+
+
+def _cache_dir(cache: Union[bool, str, os.PathLike, None]) -> Optional[str]:
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(base, "remat")
+    return os.fspath(cache)
+
+
+def _human(n: float) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if abs(n) >= 1 << k:
+            return "%.2f %s" % (n / (1 << k), unit)
+    return "%d B" % n
+
+
+class Entry:
+    """Everything prepared for one input signature: the captured program, the
+    profiled chain, the schedule and its execution plan."""
+
+    def __init__(self, program: Any, chain: "remat.Chain", held: int, info: Dict[str, Any]):
+        self.program = program
+        self.chain = chain
+        self.held = held
+        self.info = info
+        self.schedule: Optional[remat.Schedule] = None
+        self.plan: Optional[remat.Plan] = None
+        self.limit = 0
+
+    @property
+    def plain_peak(self) -> int:
+        """Predicted activation peak of plain autograd (store everything)."""
+        return remat.store_all_cost(self.chain)[0] + self.held
+
+    @property
+    def predicted_peak(self) -> int:
+        assert self.schedule is not None
+        return self.schedule.peak_bytes + self.held
+
+    def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
+              segments: Optional[int], progress: Progress) -> None:
+        if isinstance(memory, float):
+            if not memory > 0:
+                raise ValueError("remat.torch.checkpoint: memory=%r: a fraction must be > 0"
+                                 % memory)
+            limit = int(memory * self.plain_peak)
+        else:
+            limit = remat.parse_size(memory)
+        budget = limit - self.held
+        try:
+            if budget < 0:
+                raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots))
+            sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
+                                segments=segments)
+        except remat.InfeasibleError as e:
+            need = (e.min_memory or 0) + self.held
+            raise remat.InfeasibleError(
+                "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the smallest "
+                "this model can train in with %s: %s (%d bytes: %s held for the whole step + %s "
+                "for the %d stages). Plain autograd needs %s." % (
+                    _human(limit), limit, algorithm, _human(need), need, _human(self.held),
+                    _human(e.min_memory or 0), self.chain.n - 1, _human(self.plain_peak)),
+                need) from None
+        self.schedule = sched
+        self.plan = remat.plan(self.chain, sched)
+        self.limit = limit
+
+
+class RematModule(nn.Module):
+    """A model trained by a checkpointing schedule within a memory limit.
+
+    Drop-in: it shares the wrapped model's parameters, buffers and submodules
+    (same state_dict() keys), follows train()/eval() and .to(), runs the model
+    itself under torch.no_grad(), and passes other attribute lookups (e.g.
+    .config, .generate) to the model. Build it with remat.torch.checkpoint().
+    """
+
+    def __init__(self, model: nn.Module, config: Dict[str, Any]) -> None:
+        super().__init__()
+        object.__setattr__(self, "_remat_model", model)
+        self.__dict__["_parameters"] = model._parameters
+        self.__dict__["_buffers"] = model._buffers
+        self.__dict__["_modules"] = model._modules
+        self.__dict__["_non_persistent_buffers_set"] = model._non_persistent_buffers_set
+        self.training = model.training
+        self.remat_config = dict(config)
+        self._remat_entries: Dict[Any, Entry] = {}
+        self.last_entry: Optional[Entry] = None
+
+    # -- drop-in behaviour --------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("_remat_model")
+            if model is None:
+                raise
+            return getattr(model, name)
+
+    def train(self, mode: bool = True) -> "RematModule":
+        super().train(mode)
+        self._remat_model.training = mode
+        return self
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_remat_entries"] = {}   # captured graphs and libremat handles: rebuilt on use
+        state["last_entry"] = None
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def extra_repr(self) -> str:
+        c = self.remat_config
+        return "memory=%r, algorithm=%r" % (c["memory"], c["algorithm"])
+
+    # -- forward ----------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        model = self._remat_model
+        if not torch.is_grad_enabled() or not self._wants_grad(args, kwargs):
+            return model(*args, **kwargs)
+        args, kwargs = _normalize(args, kwargs)
+        entry = self._entry(args, kwargs)
+        self.last_entry = entry
+        return entry.program.run(self, entry, args, kwargs)
+
+    def _wants_grad(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
+        if any(p.requires_grad for p in self.parameters()):
+            return True
+        return any(t.requires_grad for t in pytree.tree_leaves((args, kwargs))
+                   if isinstance(t, torch.Tensor))
+
+    def _key(self, args: tuple, kwargs: dict) -> Tuple[Any, ...]:
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        return (str(spec), tuple(_leaf_key(x) for x in flat), _state_key(self),
+                AutocastState().key())
+
+    def _entry(self, args: tuple, kwargs: dict) -> Entry:
+        key = self._key(args, kwargs)
+        entry = self._remat_entries.get(key)
+        if entry is not None:
+            return entry
+        cfg = self.remat_config
+        if self._remat_entries and cfg["on_new_input"] == "error":
+            raise InputChanged(
+                "remat: this input (shapes, dtypes, devices, autocast or parameter state) was "
+                "not profiled, and on_new_input='error'. Call with the profiled input, or pass "
+                "on_new_input='profile' to profile each new one.")
+        entry = prepare(self, args, kwargs, cfg)
+        self._remat_entries[key] = entry
+        return entry
+
+    # -- what happened ------------------------------------------------------------------
+    def remat_report(self) -> str:
+        """A few lines on the last prepared input: the capture path and why,
+        stages, the limit, the predicted and plain peaks."""
+        e = self.last_entry or next(iter(self._remat_entries.values()), None)
+        if e is None:
+            return "remat: nothing prepared yet"
+        i = e.info
+        lines = ["remat: %s path (%s); %d stages" % (i["path"], i["why"], e.chain.n - 1)]
+        if e.schedule is not None:
+            lines.append("limit %s; predicted peak %s (%s held for the whole step); plain "
+                         "autograd %s; predicted step time %.4g %s vs %.4g" % (
+                             _human(e.limit), _human(e.predicted_peak), _human(e.held),
+                             _human(e.plain_peak), e.schedule.time, e.chain.time_unit,
+                             remat.store_all_cost(e.chain)[1]))
+        return "\n".join(lines)
+
+
+def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any]) -> Entry:
+    """Capture, profile (or load the cached profile) and solve for one input."""
+    from ._graphrun import GraphRun
+    from ._modules import ModuleRun
+    progress = Progress("profiling", cfg["progress"])
+    model = module._remat_model
+    program: Any = None
+    why = ""
+    mode = cfg["capture"]
+    export_log = ""
+    if mode in ("auto", "graph"):
+        try:
+            with _stderr_to(export_log_file := tempfile.TemporaryFile("w+")), \
+                    torch.autocast("cpu", enabled=False), _no_cuda_autocast():
+                program = GraphRun.capture(model, args, kwargs, cfg["max_stages"])
+            why = "torch.export captured the whole model"
+            _replay(export_log_file)
+        except Exception as e:  # export raises many kinds; the fallback says why
+            export_log = _read(export_log_file)
+            if mode == "graph":
+                raise G.CaptureError("remat: torch.export failed: %s" % _first_line(e)) from e
+            why = "torch.export failed: %s" % _first_line(e)
+    if program is None:
+        try:
+            program = ModuleRun.capture(model, args, kwargs)
+        except G.CaptureError as e:
+            raise G.CaptureError("remat: cannot run this model: %s; and %s" % (
+                why or "capture='modules' was asked", e)) from None
+        if mode == "auto":
+            warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=3)
+    progress.note("%s path: %s" % (program.path, why or "module-level stages"))
+    chain, held, info = _profiled(program, module, args, kwargs, cfg, progress)
+    info.update(path=program.path, why=why or "capture='modules'", export_log=export_log)
+    entry = Entry(program, chain, held, info)
+    entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress)
+    progress.close()
+    return entry
+
+
+@contextlib.contextmanager
+def _stderr_to(f: Any) -> Iterator[None]:
+    """File descriptor 2 into f: a failed export prints whole graphs there;
+    the fallback's warning says why in one line instead."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _read(f: Any) -> str:
+    f.seek(0)
+    text = f.read()
+    f.close()
+    return text
+
+
+def _replay(f: Any) -> None:
+    """What a successful export printed (the model's own warnings) goes out."""
+    text = _read(f)
+    if text:
+        sys.stderr.write(text)
+
+
+class _no_cuda_autocast:
+    def __enter__(self) -> None:
+        self.cm = torch.autocast("cuda", enabled=False) if torch.cuda.is_available() else None
+        if self.cm is not None:
+            self.cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.cm is not None:
+            self.cm.__exit__(*exc)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return "%s: %s" % (type(e).__name__, text[0] if text else "")
+
+
+def _profiled(program: Any, module: RematModule, args: tuple, kwargs: dict,
+              cfg: Dict[str, Any], progress: Progress) -> Tuple["remat.Chain", int, Dict[str, Any]]:
+    """The program's chain: from the cache when its key matches, else measured."""
+    key = program.cache_key(module, args, kwargs, cfg["repeat"])
+    key = hashlib.sha256(("%d|%s|%s|%s" % (PROFILE_VERSION, key, torch.__version__,
+                                           remat.__version__)).encode()).hexdigest()[:40]
+    cdir = _cache_dir(cfg["cache"])
+    path = os.path.join(cdir, "profile-%s.json" % key) if cdir else None
+    if path and os.path.exists(path):
+        try:
+            chain = remat.Chain.load(path)
+            p = chain.meta.get("profile", {})
+            if p.get("key") == key and p.get("stages") == program.stage_names():
+                return chain, int(p["held_bytes"]), {"cached": path}
+        except (remat.RematError, KeyError, ValueError):
+            pass
+    stages, in_bytes, in_grad, held = program.profile(module, args, kwargs, cfg["repeat"],
+                                                      progress)
+    meta = {"profile": {"key": key, "path": program.path, "stages": program.stage_names(),
+                        "held_bytes": held, "torch": torch.__version__,
+                        "repeat": cfg["repeat"], "device": str(program.device)}}
+    chain = remat.Chain(stages, in_bytes, in_grad, name=type(module._remat_model).__name__,
+                        time_unit="ms", meta=meta)
+    if path:
+        try:
+            os.makedirs(cdir, exist_ok=True)  # type: ignore[arg-type]
+            tmp = path + ".tmp%d" % os.getpid()
+            chain.save(tmp)
+            os.replace(tmp, path)
+        except (OSError, remat.RematError) as e:
+            warnings.warn("remat: cannot write the profile cache %s: %s" % (path, e))
+    return chain, held, {"cached": None}
+
+
+def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optional[dict] = None,
+               memory: Memory = "8GiB", algorithm: str = "optimal", *,
+               slots: Optional[int] = None, segments: Optional[int] = None,
+               max_stages: int = 256, repeat: int = 3, cache: Union[bool, str, None] = True,
+               progress: Optional[bool] = None, on_new_input: str = "profile",
+               capture: str = "auto") -> RematModule:
+    """`model` wrapped to train within `memory` by a checkpointing schedule.
+
+    memory: bytes (int), a size such as "8GiB", or a float: that fraction of
+    plain autograd's activation peak (0.5 = half). It bounds activations,
+    their gradients and temporaries; parameters, their gradients and the
+    optimizer state are outside it, as are the user's inputs.
+    algorithm: a remat chain solver ("optimal", "revolve", "sequential", ...).
+    example_args / example_kwargs: an input like the ones you will train on;
+    it is captured, profiled and solved for now. A later call whose shapes,
+    dtypes, devices, autocast or parameter state differ is profiled again
+    (on_new_input="profile") or refused (on_new_input="error").
+    capture: "auto" (torch.export, else module-level stages), "graph", "modules".
+    max_stages: longer chains are shortened by merging adjacent stages.
+    cache: True (~/.cache/remat, or $XDG_CACHE_HOME/remat), a directory, or
+    False: where profiles are kept on disk.
+    progress: None (a progress line on stderr when it is a terminal and a
+    step takes over ~2 s), True (always), False (never).
+    """
+    if on_new_input not in ("profile", "error"):
+        raise ValueError("remat.torch.checkpoint: on_new_input must be 'profile' or 'error'")
+    if capture not in ("auto", "graph", "modules"):
+        raise ValueError("remat.torch.checkpoint: capture must be 'auto', 'graph' or 'modules'")
+    if not isinstance(example_args, tuple):
+        example_args = (example_args,)
+    cfg = {"memory": memory, "algorithm": algorithm, "slots": slots, "segments": segments,
+           "max_stages": int(max_stages), "repeat": int(repeat), "cache": cache,
+           "progress": progress, "on_new_input": on_new_input, "capture": capture}
+    wrapped = RematModule(model, cfg)
+    if example_args or example_kwargs:
+        args, kwargs = _normalize(example_args, example_kwargs)
+        with torch.enable_grad():
+            entry = wrapped._entry(args, kwargs)
+        wrapped.last_entry = entry
+    return wrapped
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
