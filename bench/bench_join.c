@@ -22,17 +22,6 @@ typedef struct bench_case {
     double target_s; /* 0: no target */
 } bench_case;
 
-/* remat_join_simulate into a caller's struct. */
-static remat_status bench_jsim(const remat_join_problem *p, const remat_join_op *ops, size_t n,
-                               uint64_t limit, remat_join_sim_result *r, remat_error *err) {
-    remat_join_sim_result *res = NULL;
-    remat_status st = remat_join_simulate(p, ops, n, limit, &res, err);
-    memset(r, 0, sizeof *r);
-    if (res) *r = *res;
-    remat_join_sim_result_free(res);
-    return st;
-}
-
 /* Returns 0 when every schedule was valid. */
 static int run_case(const bench_case *bc) {
     remat_join_problem p;
@@ -53,10 +42,11 @@ static int run_case(const bench_case *bc) {
     int bad = 0;
     for (uint64_t c = lo; c <= hi && !bad; c++) {
         remat_join_schedule *s = NULL;
-        remat_join_sim_result r;
+        remat_join_sim_result *r = NULL;
         bad = remat_join_plan_schedule(pl, c, &s, &e) != REMAT_OK ||
-              bench_jsim(&p, s->ops, s->n_ops, c, &r, &e) != REMAT_OK || !r.valid ||
-              r.time != remat_join_plan_makespan(pl, c);
+              remat_join_simulate(&p, s->ops, s->n_ops, c, &r, &e) != REMAT_OK || !r->valid ||
+              r->time != remat_join_plan_makespan(pl, c);
+        remat_join_sim_result_free(r);
         if (s) ops += s->n_ops;
         remat_join_schedule_free(s);
     }

@@ -12,17 +12,6 @@
 
 #include "fuzz_common.h"
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static unsigned byte(reader *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
-
 static uint64_t u64(reader *r) {
     static const uint64_t pick[] = {0, 1, 2, 3, 5, 8, 100, 4096, (uint64_t)1 << 52,
                                     ((uint64_t)1 << 53) - 1, (uint64_t)1 << 53, UINT64_MAX,

@@ -8,17 +8,6 @@
 
 #include "fuzz_common.h"
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static unsigned byte(reader *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
-
 static const uint64_t sizes[] = {0, 1, 2, 3, 7, 10, 100, 1000, 4096, 1u << 20,
                                  (uint64_t)1 << 40, (uint64_t)1 << 52,
                                  ((uint64_t)1 << 53) - 1, ((uint64_t)1 << 53) - 2, 5, 64};

@@ -749,6 +749,14 @@ static void test_helpers_check_their_arguments(void) {
     ASSERT_STATUS(remat_join_problem_to_json(&p, &json, &e), REMAT_E_INPUT);
     ASSERT_TRUE(json == NULL);
     remat_join_op_format((remat_join_op){REMAT_JOIN_OP_T, 0, 0}, NULL);
+    /* *out is NULL after any failure, a NULL argument included (fuzz_api found
+     * a double free through a stale *out). */
+    s = (remat_join_schedule *)&p;
+    ASSERT_STATUS(remat_join_plan_schedule(NULL, 9, &s, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(s == NULL);
+    s = (remat_join_schedule *)&p;
+    ASSERT_STATUS(remat_join_solve(NULL, 9, NULL, &s, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(s == NULL);
     /* A schedule's algorithm is escaped, its time never inf. */
     remat_join_schedule hand = {.algorithm = "a \"quoted\" name", .time = INFINITY};
     ASSERT_STATUS(remat_join_schedule_to_json(&hand, &json, &e), REMAT_OK);

@@ -118,8 +118,8 @@ remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t
                                 const remat_stage *stages, size_t n, remat_chain **out,
                                 remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_create: out is NULL");
-    *out = NULL;
     REMAT__FORWARD(check_chain("chain", input_bytes, input_grad_bytes, stages, n, err));
     remat_stage *st = remat__calloc(n, sizeof *st);
     REMAT__RETURN_IF(!st, err, REMAT_E_NOMEM, "chain: out of memory for %zu stages", n);

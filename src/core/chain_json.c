@@ -131,8 +131,8 @@ static remat_status chain_from_doc(remat__js *js, size_t count, remat_chain **ou
 remat_status remat_chain_from_json(const char *text, size_t len, const char *source,
                                    remat_chain **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_from_json: out is NULL");
-    *out = NULL;
     const char *src = source ? source : "<string>";
     remat__js js;
     size_t count = 0;
@@ -142,8 +142,8 @@ remat_status remat_chain_from_json(const char *text, size_t len, const char *sou
 
 remat_status remat_chain_load(const char *path, remat_chain **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_chain_load: NULL argument");
-    *out = NULL;
     char *text;
     size_t len;
     REMAT__FORWARD(remat_read_file(path, &text, &len, err));
@@ -176,8 +176,8 @@ static void put_stage(remat__buf *b, const remat_stage *s) {
 
 remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_to_json: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__chain_validate(c, "remat_chain_to_json", err));
     remat__buf b = {0};
     remat__buf_printf(&b, "{\n  \"format\": \"remat-chain-1\",\n  ");

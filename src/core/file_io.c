@@ -104,6 +104,7 @@ remat_status remat__read_file_max(const char *path, size_t max, char **out, size
 
 remat_status remat_read_file(const char *path, char **out, size_t *len, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_read_file: NULL argument");
     size_t n = 0;
     remat_status st = remat__read_file_max(path, REMAT_MAX_DOCUMENT_BYTES, out, &n, err);

@@ -169,8 +169,8 @@ int remat_join_is_problem_json(const char *text, size_t len) {
 remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
                                         remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_join_problem_to_json: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_problem_to_json", err));
     remat__buf b = {0};
     remat__buf_printf(&b, "{\"format\": \"%s\", \"branches\": [", JOIN_FORMAT);
@@ -250,8 +250,8 @@ void remat_join_schedule_free(remat_join_schedule *s) {
 remat_status remat_join_schedule_to_json(const remat_join_schedule *s, char **out,
                                          remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!s || !out, err, REMAT_E_INPUT, "remat_join_schedule_to_json: NULL argument");
-    *out = NULL;
     REMAT__RETURN_IF(s->n_ops && !s->ops, err, REMAT_E_INPUT,
                      "remat_join_schedule_to_json: %zu ops but no op array", s->n_ops);
     REMAT__RETURN_IF(!memchr(s->algorithm, '\0', sizeof s->algorithm), err, REMAT_E_INPUT,
@@ -328,8 +328,8 @@ remat_status remat_join_schedule_from_json(const char *text, size_t len, const c
                                            remat_join_schedule **out, remat_error *err) {
     remat__clear(err);
     const char *src = source ? source : "<string>";
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
-    *out = NULL;
     remat__js js;
     size_t count = 0;
     REMAT__FORWARD(
@@ -350,8 +350,8 @@ remat_status remat_join_schedule_load(const char *path, remat_join_schedule **ou
     char *text = NULL;
     size_t len = 0;
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_schedule_load: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_join_schedule_from_json(text, len, path, out, err);
     free(text);
@@ -533,9 +533,9 @@ static remat_status join_replay(const remat_join_problem *p, const remat_join_op
 remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
                                  uint64_t limit, remat_join_sim_result **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out || (n && !ops), err, REMAT_E_INPUT,
                      "remat_join_simulate: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_simulate", err));
     remat_join_sim_result *res = calloc(1, sizeof *res);
     REMAT__RETURN_IF(!res, err, REMAT_E_NOMEM, "remat_join_simulate: out of memory");

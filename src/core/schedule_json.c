@@ -84,8 +84,8 @@ static remat_status schedule_from_doc(remat__js *js, size_t count, remat_schedul
 remat_status remat_schedule_from_json(const char *text, size_t len, const char *source,
                                       remat_schedule **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_from_json: out is NULL");
-    *out = NULL;
     const char *src = source ? source : "<string>";
     remat__js js;
     size_t count = 0;
@@ -103,8 +103,8 @@ remat_status remat_schedule_from_json(const char *text, size_t len, const char *
 
 remat_status remat_schedule_load(const char *path, remat_schedule **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_schedule_load: NULL argument");
-    *out = NULL;
     char *text;
     size_t len;
     REMAT__FORWARD(remat_read_file(path, &text, &len, err));
@@ -115,8 +115,8 @@ remat_status remat_schedule_load(const char *path, remat_schedule **out, remat_e
 
 remat_status remat_schedule_to_json(const remat_schedule *s, char **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_to_json: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__schedule_validate(s, "remat_schedule_to_json", err));
     REMAT__RETURN_IF(!isfinite(s->time) || s->time < 0, err, REMAT_E_INPUT,
                      "schedule: time: %g is not a finite number >= 0", s->time);

@@ -175,8 +175,8 @@ remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
                             const remat_sim_options *opt, remat_sim_result **out,
                             remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_simulate: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__chain_validate(c, "remat_simulate", err));
     REMAT__FORWARD(remat__schedule_validate(s, "remat_simulate", err));
     remat_sim_options dflt;
@@ -217,8 +217,8 @@ void remat__buf_json_string(remat__buf *b, const char *s) {
 }
 
 remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!r || !out, err, REMAT_E_INPUT, "remat_sim_result_to_json: NULL argument");
-    *out = NULL;
     REMAT__RETURN_IF((r->n_events && !r->events) || (r->n_mem_points && !r->mem_points), err,
                      REMAT_E_INPUT, "remat_sim_result_to_json: a timeline count without its array");
     REMAT__RETURN_IF(!memchr(r->failed_op_text, '\0', sizeof r->failed_op_text) ||

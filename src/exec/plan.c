@@ -104,8 +104,8 @@ static remat_status build_steps(const remat_chain *c, const remat_schedule *s,
 remat_status remat_exec_plan_create(const remat_chain *c, const remat_schedule *s,
                                     remat_exec_plan **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_exec_plan_create: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__chain_validate(c, "remat_exec_plan_create", err));
     REMAT__FORWARD(remat__schedule_validate(s, "remat_exec_plan_create", err));
     *out = NULL;

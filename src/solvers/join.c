@@ -252,8 +252,8 @@ static remat_status plan_alloc(remat_join_plan *pl, const remat_join_options *o,
 remat_status remat_join_plan_create(const remat_join_problem *p, const unsigned char *keep,
                                     uint64_t max_slots, const remat_join_options *o,
                                     remat_join_plan **out, remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_plan_create: NULL argument");
-    *out = NULL;
     remat_join_problem chk;
     REMAT__FORWARD(remat_join_problem_set(&chk, p->k, p->lengths, p->fwd_time, p->bwd_time,
                                           p->turn_time, p->slots, err));
@@ -439,8 +439,8 @@ static remat_status infeasible(remat_error *err, uint64_t c, uint64_t cmin, cons
 remat_status remat_join_plan_schedule(const remat_join_plan *pl, uint64_t c,
                                       remat_join_schedule **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!pl || !out, err, REMAT_E_INPUT, "remat_join_plan_schedule: NULL argument");
-    *out = NULL;
     REMAT__RETURN_IF(pl->any_keep, err, REMAT_E_INPUT,
                      "remat_join_plan_schedule: schedules are for plans with no kept branch");
     uint64_t cmin = remat_join_plan_min_slots(pl);
@@ -466,8 +466,8 @@ static uint64_t slots_or_default(const remat_join_problem *p, uint64_t slots) {
 remat_status remat_join_solve(const remat_join_problem *p, uint64_t slots,
                               const remat_join_options *o, remat_join_schedule **out,
                               remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_solve: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_solve", err));
     uint64_t c = slots_or_default(p, slots);
     REMAT__RETURN_IF(c == 0, err, REMAT_E_INPUT,
@@ -554,8 +554,8 @@ static remat_status equiv_plan(const remat_join_problem *p, uint64_t slots,
 remat_status remat_join_equiv_chain(const remat_join_problem *p, uint64_t slots,
                                     const remat_join_options *o, remat_join_schedule **out,
                                     remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_equiv_chain: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_equiv_chain", err));
     uint64_t c = slots_or_default(p, slots);
     REMAT__RETURN_IF(c == 0, err, REMAT_E_INPUT,
@@ -607,8 +607,8 @@ static remat_status curve_equiv(const remat_join_problem *p, const remat_join_op
 remat_status remat_join_curve_compute(const remat_join_problem *p, int with_equiv_chain,
                                       const remat_join_options *o, remat_join_curve **out,
                                       remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_curve_compute: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_curve_compute", err));
     remat_join_plan *pl = NULL;
     REMAT__FORWARD(remat_join_plan_create(p, NULL, 0, o, &pl, err));

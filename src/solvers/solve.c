@@ -227,8 +227,8 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
     remat_error local;
     if (!err) err = &local; /* solvers may report min_memory through it */
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_solve: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__chain_validate(c, "remat_solve", err));
     REMAT__FORWARD(check_options(o, err));
     remat_status st;
@@ -309,8 +309,8 @@ remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options
     remat_error local;
     if (!err) err = &local;
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_curve_compute: NULL argument");
-    *out = NULL;
     REMAT__FORWARD(remat__chain_validate(c, "remat_curve_compute", err));
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL)
