@@ -162,6 +162,43 @@ static void null_arguments(void) {
     ASSERT_EQ_U64(remat_sizeof(NULL), 0);
 }
 
+/* Every infeasible answer names the memory that would do, for every algorithm,
+ * a limit below the input included (the Python binding used to work it out
+ * itself for exact). */
+static void infeasible_always_names_the_minimum(void) {
+    remat_stage st[3] = {{.fwd_time = 1, .bwd_time = 2, .out_bytes = 10, .saved_bytes = 30},
+                         {.fwd_time = 2, .bwd_time = 2, .out_bytes = 20, .saved_bytes = 40},
+                         {.fwd_time = 1, .bwd_time = 1, .out_bytes = 4, .saved_bytes = 4}};
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("three", 8, 8, st, 3, &c, &e), REMAT_OK);
+    for (int a = 0; a < REMAT_ALG_COUNT_; a++) {
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = (remat_algorithm)a;
+        o.bandwidth = 1;
+        o.threads = 1;
+        for (uint64_t m = 0; m < 16; m += 7) { /* 0, 7: below the input; 14: above it */
+            o.memory = m;
+            remat_schedule *s = NULL;
+            remat_status r = remat_solve(c, &o, &s, &e);
+            if (r == REMAT_OK) {
+                remat_schedule_free(s);
+                continue;
+            }
+            ASSERT_STATUS(r, REMAT_E_INFEASIBLE);
+            if (e.min_memory <= m)
+                TEST_FAIL_("%s at %llu: min_memory %llu", remat_algorithm_name(o.algorithm),
+                           (unsigned long long)m, (unsigned long long)e.min_memory);
+            o.memory = e.min_memory;
+            ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_OK);
+            remat_schedule_free(s);
+            o.memory = m;
+        }
+    }
+    remat_chain_free(c);
+}
+
 /* Structs the caller built or changed are checked before they are read. */
 static void hand_made_structs_are_checked(void) {
     remat_stage st[2] = {{.fwd_time = 1, .bwd_time = 1, .out_bytes = 4, .saved_bytes = 8},
@@ -280,6 +317,7 @@ static const test_case cases[] = {
     {"infinite_time_writes_valid_json", infinite_time_writes_valid_json},
     {"null_arguments", null_arguments},
     {"hand_made_structs_are_checked", hand_made_structs_are_checked},
+    {"infeasible_always_names_the_minimum", infeasible_always_names_the_minimum},
     {"min_memory_of_empty_chain_ends", min_memory_of_empty_chain_ends},
 };
 TEST_MAIN(cases)
