@@ -26,7 +26,7 @@ typedef struct bench_case {
 static int run_case(const bench_case *bc) {
     remat_join_problem p;
     remat_error e;
-    if (remat_join_problem_init(&p, bc->k, bc->lengths, 1, 1, 1, 0, &e) != REMAT_OK) {
+    if (remat_join_problem_set(&p, bc->k, bc->lengths, 1, 1, 1, 0, &e) != REMAT_OK) {
         fprintf(stderr, "%s: %s\n", bc->name, e.message);
         return 1;
     }
@@ -42,10 +42,11 @@ static int run_case(const bench_case *bc) {
     int bad = 0;
     for (uint64_t c = lo; c <= hi && !bad; c++) {
         remat_join_schedule *s = NULL;
-        remat_join_sim_result r;
+        remat_join_sim_result *r = NULL;
         bad = remat_join_plan_schedule(pl, c, &s, &e) != REMAT_OK ||
-              remat_join_simulate(&p, s->ops, s->n_ops, c, &r, &e) != REMAT_OK || !r.valid ||
-              r.time != remat_join_plan_makespan(pl, c);
+              remat_join_simulate(&p, s->ops, s->n_ops, c, &r, &e) != REMAT_OK || !r->valid ||
+              r->time != remat_join_plan_makespan(pl, c);
+        remat_join_sim_result_free(r);
         if (s) ops += s->n_ops;
         remat_join_schedule_free(s);
     }

@@ -17,6 +17,18 @@
         }                                                                               \
     } while (0)
 
+/* The fuzz input, read one byte at a time; 0 once it is used up. */
+typedef struct reader {
+    const uint8_t *p;
+    size_t n;
+} reader;
+
+static inline unsigned byte(reader *r) {
+    if (!r->n) return 0;
+    r->n--;
+    return *r->p++;
+}
+
 /* A failure must come with its status and a NUL-terminated, non-empty message. */
 static inline void check_error(remat_status st, const remat_error *e) {
     CHECK(st != REMAT_OK);

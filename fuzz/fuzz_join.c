@@ -45,12 +45,13 @@ static uint64_t total_length(const remat_join_problem *p) {
 
 static void check_schedule(const remat_join_problem *p, const remat_join_schedule *s,
                            uint64_t slots) {
-    remat_join_sim_result r;
+    remat_join_sim_result *r = NULL;
     remat_error e;
     CHECK(remat_join_simulate(p, s->ops, s->n_ops, slots, &r, &e) == REMAT_OK);
-    if (!r.valid) fprintf(stderr, "join schedule invalid: %s\n", r.reason);
-    CHECK(r.valid);
-    CHECK(r.peak_slots <= slots);
+    if (!r->valid) fprintf(stderr, "join schedule invalid: %s\n", r->reason);
+    CHECK(r->valid);
+    CHECK(r->peak_slots <= slots);
+    remat_join_sim_result_free(r);
 }
 
 static void solve(const remat_join_problem *p, uint64_t slots) {
@@ -129,11 +130,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     if (remat_join_problem_from_json(text, plen, "<fuzz-join>", &p, &e) == REMAT_OK) {
-        remat_join_sim_result r;
         for (int lim = 0; lim < 2; lim++) {
+            remat_join_sim_result *r = NULL;
             st = remat_join_simulate(&p, ops, n_ops, lim ? p.slots : 0, &r, &e);
             if (st != REMAT_OK) check_error(st, &e);
-            else if (!r.valid) CHECK(r.reason[0] && r.failed_op <= n_ops);
+            else if (!r->valid) CHECK(r->reason[0] && r->failed_op <= n_ops);
+            remat_join_sim_result_free(r);
         }
         (void)remat_join_min_slots(&p);
         (void)remat_join_full_slots(&p);

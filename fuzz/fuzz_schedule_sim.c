@@ -14,7 +14,7 @@
 static remat_schedule *ops_from_lines(const char *text, size_t len) {
     remat_schedule *s = NULL;
     remat_error e;
-    if (remat_schedule_new("fuzz", &s, &e) != REMAT_OK) return NULL;
+    if (remat_schedule_create("fuzz", &s, &e) != REMAT_OK) return NULL;
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
         if (i < len && text[i] != '\n') continue;
@@ -43,7 +43,7 @@ static remat_schedule *ops_from_lines(const char *text, size_t len) {
 static void check_result(const remat_schedule *s, const remat_sim_result *r) {
     CHECK(r->n_ops == s->n_ops);
     if (!r->valid) {
-        CHECK(r->fail_op <= s->n_ops);
+        CHECK(r->failed_op <= s->n_ops);
         CHECK(r->reason[0] != '\0');
         return;
     }
@@ -78,7 +78,7 @@ static void simulate(const remat_chain *c, const remat_schedule *s, double bandw
 static void plan(const remat_chain *c, const remat_schedule *s) {
     remat_exec_plan *p = NULL;
     remat_error e;
-    remat_status st = remat_exec_plan_build(c, s, &p, &e);
+    remat_status st = remat_exec_plan_create(c, s, &p, &e);
     if (st != REMAT_OK) {
         check_error(st, &e);
         CHECK(p == NULL);

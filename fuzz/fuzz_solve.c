@@ -8,17 +8,6 @@
 
 #include "fuzz_common.h"
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static unsigned byte(reader *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
-
 static const uint64_t sizes[] = {0, 1, 2, 3, 7, 10, 100, 1000, 4096, 1u << 20,
                                  (uint64_t)1 << 40, (uint64_t)1 << 52,
                                  ((uint64_t)1 << 53) - 1, ((uint64_t)1 << 53) - 2, 5, 64};
@@ -71,7 +60,7 @@ static void check_schedule(const remat_chain *c, const remat_schedule *s, uint64
     remat_sim_result *r = NULL;
     remat_error e;
     CHECK(remat_simulate(c, s, &so, &r, &e) == REMAT_OK);
-    if (!r->valid) fprintf(stderr, "%s: invalid at op %zu: %s\n", s->algorithm, r->fail_op, r->reason);
+    if (!r->valid) fprintf(stderr, "%s: invalid at op %zu: %s\n", s->algorithm, r->failed_op, r->reason);
     CHECK(r->valid);
     if (r->peak_bytes > limit)
         fprintf(stderr, "%s: peak %llu > limit %llu\n", s->algorithm,

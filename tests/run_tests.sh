@@ -30,5 +30,5 @@ if [ "${PYTHON_TESTS:-1}" = 1 ] && ls tests/python/test_*.py >/dev/null 2>&1; th
     cat "$out"; count "$out"
 fi
 rm -f "$out"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed" | tee "$BUILD/test-summary.txt"
 [ "$failed" -eq 0 ]

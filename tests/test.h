@@ -40,7 +40,8 @@ extern int test_failed_; /* set by assertions in the current case */
 #define ASSERT_CONTAINS(hay, needle) do { const char *h_ = (hay); \
     if (!h_ || !strstr(h_, (needle))) TEST_FAIL_("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", (needle)); } while (0)
 
-/* Runs the cases (or only those named on the command line); prints one line
+/* Runs the cases (only those named on the command line, if any; none named
+ * -NAME); prints one line
  * per case and a closing "N passed, N failed". Returns the exit code. */
 int remat_test_main(const test_case *cases, size_t n, int argc, char **argv);
 #define TEST_MAIN(table) \

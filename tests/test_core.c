@@ -153,7 +153,7 @@ static void simulate_rejects_bad_bandwidth(void) {
     remat_sim_result *r = NULL;
     remat_sim_options so;
     remat_error e;
-    remat_schedule_new("x", &s, NULL);
+    remat_schedule_create("x", &s, NULL);
     remat_sim_options_init(&so);
     so.bandwidth = -1;
     ASSERT_STATUS(remat_simulate(c, s, &so, &r, &e), REMAT_E_INPUT);
@@ -169,11 +169,34 @@ static void simulate_rejects_bad_bandwidth(void) {
     remat_chain_free(c);
 }
 
+static void struct_sizes(void) {
+    ASSERT_EQ_U64(remat_sizeof("remat_solve_options"), sizeof(remat_solve_options));
+    ASSERT_EQ_U64(remat_sizeof("remat_chain"), sizeof(remat_chain));
+    ASSERT_EQ_U64(remat_sizeof("remat_sim_result"), sizeof(remat_sim_result));
+    ASSERT_EQ_U64(remat_sizeof("remat_join_curve"), sizeof(remat_join_curve));
+    ASSERT_EQ_U64(remat_sizeof("remat_join_plan"), 0); /* opaque */
+    ASSERT_EQ_U64(remat_sizeof("remat_chain "), 0);
+    ASSERT_EQ_U64(remat_sizeof(NULL), 0);
+}
+
 static void version_and_status_names(void) {
     ASSERT_EQ_INT(remat_version_number(), REMAT_VERSION_NUMBER);
     ASSERT_CONTAINS(remat_version_string(), ".");
     ASSERT_CONTAINS(remat_status_name(REMAT_E_INFEASIBLE), "INFEASIBLE");
     ASSERT_CONTAINS(remat_status_name((remat_status)77), "UNKNOWN");
+    ASSERT_CONTAINS(remat_strerror(REMAT_E_NOMEM), "out of memory");
+    ASSERT_CONTAINS(remat_strerror((remat_status)-1), "unknown");
+    /* The list is dense from 0: every value up to the last has a name and a text. */
+    int seen = 0;
+#define COUNT_STATUS(name, value, text) \
+    ASSERT_EQ_INT(value, seen);         \
+    ASSERT_TRUE(strcmp(remat_status_name(REMAT_##name), "REMAT_" #name) == 0); \
+    ASSERT_TRUE(strcmp(remat_strerror(REMAT_##name), text) == 0);              \
+    seen++;
+    REMAT_STATUS_MAP(COUNT_STATUS)
+#undef COUNT_STATUS
+    ASSERT_EQ_INT(seen, 7);
+    ASSERT_CONTAINS(remat_status_name((remat_status)seen), "UNKNOWN");
 }
 
 static const test_case cases[] = {
@@ -184,5 +207,6 @@ static const test_case cases[] = {
     {"solve_rejects_bad_options", solve_rejects_bad_options},
     {"simulate_rejects_bad_bandwidth", simulate_rejects_bad_bandwidth},
     {"version_and_status_names", version_and_status_names},
+    {"struct_sizes", struct_sizes},
 };
 TEST_MAIN(cases)

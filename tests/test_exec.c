@@ -25,7 +25,7 @@ static remat_chain *small_chain(size_t n) {
 
 static remat_schedule *parse_ops(const char **ops, size_t n) {
     remat_schedule *s = NULL;
-    if (remat_schedule_new("hand", &s, NULL) != REMAT_OK) return NULL;
+    if (remat_schedule_create("hand", &s, NULL) != REMAT_OK) return NULL;
     for (size_t k = 0; k < n; k++) {
         remat_op op;
         if (remat_op_parse(ops[k], &op, NULL) != REMAT_OK || remat_schedule_push(s, op, NULL) != REMAT_OK) {
@@ -62,7 +62,7 @@ static void test_hand_schedule(void) {
     ASSERT_TRUE(s);
     remat_exec_plan *p = NULL;
     remat_error e;
-    ASSERT_STATUS(remat_exec_plan_build(c, s, &p, &e), REMAT_OK);
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, &e), REMAT_OK);
     ASSERT_EQ_INT(p->n_steps, 8);
     ASSERT_EQ_INT(p->first_backward, 3);
     const remat_exec_step *st = p->steps;
@@ -104,7 +104,7 @@ static void test_upgrade_and_noop(void) {
     remat_schedule *s = parse_ops(ops, 6);
     ASSERT_TRUE(s);
     remat_exec_plan *p = NULL;
-    ASSERT_STATUS(remat_exec_plan_build(c, s, &p, NULL), REMAT_OK);
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, NULL), REMAT_OK);
     const remat_exec_step *st = p->steps;
     EXPECT_REFS(st[1].creates, st[1].n_creates, "abar[1]");
     EXPECT_REFS(st[1].frees, st[1].n_frees, "a[1]");
@@ -124,7 +124,7 @@ static void test_del(void) {
     remat_schedule *s = parse_ops(ops, 6);
     ASSERT_TRUE(s);
     remat_exec_plan *p = NULL;
-    ASSERT_STATUS(remat_exec_plan_build(c, s, &p, NULL), REMAT_OK);
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, NULL), REMAT_OK);
     EXPECT_REFS(p->steps[1].reads, p->steps[1].n_reads, "");
     EXPECT_REFS(p->steps[1].frees, p->steps[1].n_frees, "abar[1]");
     ASSERT_EQ_U64(p->steps[1].mem_after, 5);
@@ -141,7 +141,7 @@ static void test_rejects(void) {
     ASSERT_TRUE(s);
     remat_exec_plan *p = (remat_exec_plan *)&p;
     remat_error e;
-    ASSERT_STATUS(remat_exec_plan_build(c, s, &p, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, &e), REMAT_E_INPUT);
     ASSERT_TRUE(p == NULL);
     ASSERT_CONTAINS(e.message, "op 0 (Fall 2)");
     ASSERT_CONTAINS(e.message, "a[1]");
@@ -149,16 +149,16 @@ static void test_rejects(void) {
 
     const char *early[] = {"Fall 1", "Fall 2", "B 2"};
     s = parse_ops(early, 3);
-    ASSERT_STATUS(remat_exec_plan_build(c, s, &p, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "before B 1");
     remat_schedule_free(s);
 
     const char *off[] = {"Fall 1", "Off abar[1]", "Fall 2", "B 2", "B 1"};
     s = parse_ops(off, 5);
-    ASSERT_STATUS(remat_exec_plan_build(c, s, &p, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "offload");
     remat_schedule_free(s);
-    ASSERT_STATUS(remat_exec_plan_build(NULL, NULL, &p, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_exec_plan_create(NULL, NULL, &p, &e), REMAT_E_INPUT);
     remat_exec_plan_free(NULL);
     remat_chain_free(c);
 }
@@ -233,7 +233,7 @@ static void test_solver_plans(void) {
             if (remat_solve(c, &o, &s, NULL) != REMAT_OK) continue; /* infeasible or not built yet */
             remat_exec_plan *p = NULL;
             remat_error e;
-            remat_status st = remat_exec_plan_build(c, s, &p, &e);
+            remat_status st = remat_exec_plan_create(c, s, &p, &e);
             if (st != REMAT_OK) fprintf(stderr, "  %s: %s\n", algs[a], e.message);
             ASSERT_STATUS(st, REMAT_OK);
             ASSERT_TRUE(plan_consistent(c, p));

@@ -7,11 +7,22 @@
 #include "test.h"
 #include "common/testlib.h"
 
+/* remat_join_simulate into a caller's struct, so checks can read r.field. */
+static remat_status jsim(const remat_join_problem *p, const remat_join_op *ops, size_t n,
+                         uint64_t limit, remat_join_sim_result *r, remat_error *err) {
+    remat_join_sim_result *res = NULL;
+    remat_status st = remat_join_simulate(p, ops, n, limit, &res, err);
+    memset(r, 0, sizeof *r);
+    if (res) *r = *res;
+    remat_join_sim_result_free(res);
+    return st;
+}
+
 static remat_join_problem mk(size_t k, const uint32_t *l, double uf, double ub, double ut,
                              uint64_t slots) {
     remat_join_problem p;
     remat_error e;
-    if (remat_join_problem_init(&p, k, l, uf, ub, ut, slots, &e) != REMAT_OK) {
+    if (remat_join_problem_set(&p, k, l, uf, ub, ut, slots, &e) != REMAT_OK) {
         fprintf(stderr, "mk: %s\n", e.message);
         exit(2);
     }
@@ -249,7 +260,7 @@ static int schedule_matches(const remat_join_problem *p, const remat_join_plan *
         return 0;
     }
     remat_join_sim_result r;
-    int ok = remat_join_simulate(p, s->ops, s->n_ops, c, &r, &e) == REMAT_OK && r.valid;
+    int ok = jsim(p, s->ops, s->n_ops, c, &r, &e) == REMAT_OK && r.valid;
     double want = remat_join_plan_makespan(pl, c);
     if (!ok) fprintf(stderr, "  c=%llu: invalid: %s\n", (unsigned long long)c, r.reason);
     else if (fabs(r.time - want) > 1e-9 * (1 + want) || fabs(s->time - want) > 1e-9 * (1 + want))
@@ -495,7 +506,7 @@ static void test_toy_example(void) {
     }
     for (size_t i = 0; i < turn; i++) ASSERT_TRUE(s->ops[i].kind != REMAT_JOIN_OP_FB);
     remat_join_sim_result r;
-    ASSERT_STATUS(remat_join_simulate(&p, s->ops, s->n_ops, 9, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, s->ops, s->n_ops, 9, &r, NULL), REMAT_OK);
     ASSERT_TRUE(r.valid);
     ASSERT_EQ_U64(r.peak_slots, 9);
     ASSERT_NEAR(r.time, 74, 0);
@@ -542,7 +553,7 @@ static void test_equiv_chain(void) {
             ASSERT_NEAR(s->time, remat_join_plan_makespan(ql, c / 3), 1e-9);
             ASSERT_LE_DBL(remat_join_plan_makespan(pl, c), s->time, 1e-9);
             remat_join_sim_result r;
-            ASSERT_STATUS(remat_join_simulate(&p, s->ops, s->n_ops, c, &r, NULL), REMAT_OK);
+            ASSERT_STATUS(jsim(&p, s->ops, s->n_ops, c, &r, NULL), REMAT_OK);
             ASSERT_TRUE(r.valid);
             ASSERT_EQ_U64(r.peak_slots, s->peak_slots);
             ASSERT_LE_U64(r.peak_slots, c);
@@ -575,13 +586,14 @@ static void test_simulator_reports(void) {
                           "S 1 0", "F 1 0", "Fb 1 1", "Fb 1 0", "Db 1"};
     remat_join_op ops[16];
     size_t n = sizeof good / sizeof good[0];
-    for (size_t i = 0; i < n; i++) ASSERT_STATUS(remat_join_op_parse(good[i], &ops[i], NULL), REMAT_OK);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_STATUS(remat_join_op_parse(good[i], &ops[i], NULL), REMAT_OK);
     remat_join_sim_result r;
-    ASSERT_STATUS(remat_join_simulate(&p, ops, n, 0, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, ops, n, 0, &r, NULL), REMAT_OK);
     ASSERT_TRUE(r.valid);
     ASSERT_NEAR(r.time, 4 * 1 + 3 * 2 + 3, 0);
     ASSERT_EQ_U64(r.peak_slots, 4);
-    ASSERT_STATUS(remat_join_simulate(&p, ops, n, 3, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, ops, n, 3, &r, NULL), REMAT_OK);
     ASSERT_TRUE(!r.valid);
     ASSERT_EQ_U64(r.failed_op, 3);
     ASSERT_CONTAINS(r.reason, "\"S 2 0\"");
@@ -590,12 +602,12 @@ static void test_simulator_reports(void) {
     remat_join_op bad[16];
     memcpy(bad, ops, 8 * sizeof *ops);
     memcpy(bad + 8, ops + 9, 4 * sizeof *ops);
-    ASSERT_STATUS(remat_join_simulate(&p, bad, n - 1, 0, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, bad, n - 1, 0, &r, NULL), REMAT_OK);
     ASSERT_TRUE(!r.valid);
     ASSERT_EQ_U64(r.failed_op, 10);
     ASSERT_CONTAINS(r.reason, "needs x_0 of branch 1");
     /* Leave out the last Db: the end state is wrong. */
-    ASSERT_STATUS(remat_join_simulate(&p, ops, n - 1, 0, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, ops, n - 1, 0, &r, NULL), REMAT_OK);
     ASSERT_TRUE(!r.valid);
     ASSERT_CONTAINS(r.reason, "Db 1");
     /* Two turns; a branch that does not exist. */
@@ -603,13 +615,13 @@ static void test_simulator_reports(void) {
                            {REMAT_JOIN_OP_F, 1, 1}, {REMAT_JOIN_OP_S, 2, 0},
                            {REMAT_JOIN_OP_F, 2, 0}, {REMAT_JOIN_OP_T, 0, 0},
                            {REMAT_JOIN_OP_T, 0, 0}};
-    ASSERT_STATUS(remat_join_simulate(&p, two, 7, 0, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, two, 7, 0, &r, NULL), REMAT_OK);
     ASSERT_CONTAINS(r.reason, "already");
     remat_join_op far = {REMAT_JOIN_OP_S, 5, 0};
-    ASSERT_STATUS(remat_join_simulate(&p, &far, 1, 0, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, &far, 1, 0, &r, NULL), REMAT_OK);
     ASSERT_CONTAINS(r.reason, "branch 5 does not exist");
     remat_join_op past = {REMAT_JOIN_OP_F, 2, 1};
-    ASSERT_STATUS(remat_join_simulate(&p, &past, 1, 0, &r, NULL), REMAT_OK);
+    ASSERT_STATUS(jsim(&p, &past, 1, 0, &r, NULL), REMAT_OK);
     ASSERT_CONTAINS(r.reason, "out of range");
 }
 
@@ -680,8 +692,9 @@ static void test_bad_inputs(void) {
         {"{\"format\":\"remat-join-1\",\"branches\":[2],\"fwd_time\":\"1\",\"bwd_time\":1,"
          "\"turn_time\":1}", "\"fwd_time\""},
         {"{\"format\":\"remat-chain-1\",\"branches\":[2],\"fwd_time\":1,\"bwd_time\":1,"
-         "\"turn_time\":1}", "\"format\""},
-        {"{\"branches\":[2],\"fwd_time\":1,\"bwd_time\":1,\"turn_time\":1}", "\"format\""},
+         "\"turn_time\":1}", "format: \"remat-chain-1\" is not \"remat-join-1\""},
+        {"{\"branches\":[2],\"fwd_time\":1,\"bwd_time\":1,\"turn_time\":1}",
+         "format: missing required field"},
         {"[1, 2]", "object"},
         {"{\"format\":\"remat-join-1\",", "JSON"},
     };
@@ -695,11 +708,11 @@ static void test_bad_inputs(void) {
         ASSERT_CONTAINS(e.message, cases[i].needle);
     }
     remat_join_problem p;
-    ASSERT_STATUS(remat_join_problem_init(&p, 0, NULL, 1, 1, 1, 0, NULL), REMAT_E_INPUT);
-    ASSERT_STATUS(remat_join_problem_init(&p, 17, (uint32_t[17]){0}, 1, 1, 1, 0, NULL),
-                  REMAT_E_INPUT);
-    ASSERT_STATUS(remat_join_problem_init(&p, 1, (uint32_t[]){3}, NAN, 1, 1, 0, NULL),
-                  REMAT_E_INPUT);
+    ASSERT_STATUS(remat_join_problem_set(&p, 0, NULL, 1, 1, 1, 0, NULL), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_join_problem_set(&p, 17, (uint32_t[17]){0}, 1, 1, 1, 0, NULL),
+                 REMAT_E_INPUT);
+    ASSERT_STATUS(remat_join_problem_set(&p, 1, (uint32_t[]){3}, NAN, 1, 1, 0, NULL),
+                 REMAT_E_INPUT);
     const char *sched = "{\"format\":\"remat-join-schedule-1\",\"ops\":[\"S 1 0\",\"Q\"]}";
     remat_join_schedule *s = NULL;
     remat_error e;
@@ -709,7 +722,53 @@ static void test_bad_inputs(void) {
     ASSERT_TRUE(s == NULL);
 }
 
+/* Helpers on NULL or out-of-range structs answer, never read out of bounds. */
+static void test_helpers_check_their_arguments(void) {
+    ASSERT_TRUE(isnan(remat_join_span_star(NULL)));
+    ASSERT_EQ_U64(remat_join_full_slots(NULL), 0);
+    ASSERT_EQ_U64(remat_join_min_slots(NULL), 0);
+    remat_join_problem p = mk(2, (uint32_t[]){3, 4}, 1, 2, 3, 0);
+    ASSERT_NEAR(remat_join_span_star(&p), 7 * 3 + 3, 0);
+    p.k = 40; /* past REMAT_JOIN_MAX_BRANCHES */
+    ASSERT_EQ_U64(remat_join_full_slots(&p), 0);
+    ASSERT_TRUE(isnan(remat_join_span_star(&p)));
+    ASSERT_EQ_U64(remat_join_min_slots(&p), 0);
+    remat_join_sim_result *r = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_join_simulate(&p, NULL, 0, 0, &r, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(r == NULL);
+    char *json = NULL;
+    ASSERT_STATUS(remat_join_problem_to_json(&p, &json, &e), REMAT_E_INPUT);
+    remat_join_schedule *s = NULL;
+    ASSERT_STATUS(remat_join_solve(&p, 9, NULL, &s, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_join_equiv_chain(&p, 9, NULL, &s, &e), REMAT_E_INPUT);
+    remat_join_curve *cv = NULL;
+    ASSERT_STATUS(remat_join_curve_compute(&p, 1, NULL, &cv, &e), REMAT_E_INPUT);
+    p = mk(1, (uint32_t[]){3}, 1, 1, 1, 0);
+    p.fwd_time = NAN; /* a hand-made struct: never written as nan */
+    ASSERT_STATUS(remat_join_problem_to_json(&p, &json, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(json == NULL);
+    remat_join_op_format((remat_join_op){REMAT_JOIN_OP_T, 0, 0}, NULL);
+    /* *out is NULL after any failure, a NULL argument included (fuzz_api found
+     * a double free through a stale *out). */
+    s = (remat_join_schedule *)&p;
+    ASSERT_STATUS(remat_join_plan_schedule(NULL, 9, &s, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(s == NULL);
+    s = (remat_join_schedule *)&p;
+    ASSERT_STATUS(remat_join_solve(NULL, 9, NULL, &s, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(s == NULL);
+    /* A schedule's algorithm is escaped, its time never inf. */
+    remat_join_schedule hand = {.algorithm = "a \"quoted\" name", .time = INFINITY};
+    ASSERT_STATUS(remat_join_schedule_to_json(&hand, &json, &e), REMAT_OK);
+    ASSERT_CONTAINS(json, "\"time\": null");
+    ASSERT_CONTAINS(json, "a \\\"quoted\\\" name");
+    remat_free(json);
+    hand.n_ops = 3; /* ops missing */
+    ASSERT_STATUS(remat_join_schedule_to_json(&hand, &json, &e), REMAT_E_INPUT);
+}
+
 static const test_case cases[] = {
+    {"helpers_check_their_arguments", test_helpers_check_their_arguments},
     {"opt0_boundaries", test_opt0_boundaries},
     {"cmin_lemma4", test_cmin_lemma4},
     {"brute_force_exhaustive", test_brute_force_exhaustive},

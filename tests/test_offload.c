@@ -21,7 +21,7 @@ static remat_chain *chain_of(const remat_stage *st, size_t n, uint64_t input) {
 static remat_schedule *parse_ops(const char *const *ops, size_t n) {
     remat_schedule *s = NULL;
     remat_error e;
-    remat_schedule_new("hand", &s, &e);
+    remat_schedule_create("hand", &s, &e);
     for (size_t k = 0; k < n; k++) {
         remat_op op;
         if (remat_op_parse(ops[k], &op, &e) != REMAT_OK) {
@@ -159,14 +159,14 @@ static void timed_wait_and_release(void) {
 }
 
 static void expect_invalid(const remat_chain *c, const char *const *ops, size_t n, double bw,
-                           size_t fail_op, const char *why) {
+                           size_t failed_op, const char *why) {
     remat_schedule *s = parse_ops(ops, n);
     remat_sim_result *r = sim(c, s, bw, 0);
     if (!r) TEST_FAIL_("simulate failed");
     if (r->valid) TEST_FAIL_("schedule accepted, expected \"%s\"", why);
-    if (r->fail_op != fail_op)
-        TEST_FAIL_("failed at op %zu (%s: %s), expected %zu", r->fail_op, r->fail_op_text,
-                   r->reason, fail_op);
+    if (r->failed_op != failed_op)
+        TEST_FAIL_("failed at op %zu (%s: %s), expected %zu", r->failed_op, r->failed_op_text,
+                   r->reason, failed_op);
     if (!strstr(r->reason, why)) TEST_FAIL_("reason \"%s\" lacks \"%s\"", r->reason, why);
     remat_sim_result_free(r);
     remat_schedule_free(s);
@@ -302,8 +302,8 @@ static double check_offload_schedule(const remat_chain *c, const remat_schedule 
     double t = -1;
     if (!r) return -1;
     if (!r->valid)
-        fprintf(stderr, "  %s invalid at op %zu (%s): %s\n", s->algorithm, r->fail_op,
-                r->fail_op_text, r->reason);
+        fprintf(stderr, "  %s invalid at op %zu (%s): %s\n", s->algorithm, r->failed_op,
+                r->failed_op_text, r->reason);
     else if (r->peak_bytes > m)
         fprintf(stderr, "  %s peak %llu > %llu\n", s->algorithm,
                 (unsigned long long)r->peak_bytes, (unsigned long long)m);

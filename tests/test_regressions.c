@@ -68,7 +68,7 @@ static void large_total_simulates_without_wrap(void) {
     free(st);
     ASSERT_STATUS(s, REMAT_OK);
     remat_schedule *sc = NULL;
-    ASSERT_STATUS(remat_schedule_new("t", &sc, &e), REMAT_OK);
+    ASSERT_STATUS(remat_schedule_create("t", &sc, &e), REMAT_OK);
     for (uint32_t i = 1; i <= 100; i++) {
         remat_op op = {REMAT_OP_FALL, 0, i};
         ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
@@ -90,18 +90,24 @@ static void large_total_simulates_without_wrap(void) {
     remat_chain_free(c);
 }
 
-/* Times near DBL_MAX add up to infinity; the result JSON must stay JSON. */
+/* A chain whose times add up to infinity is refused at load; one whose total
+ * is finite can still have a schedule whose recomputations overflow: the
+ * result JSON must stay JSON. */
 static void infinite_time_writes_valid_json(void) {
     remat_stage st[2] = {{.fwd_time = 1e308, .bwd_time = 1e308, .out_bytes = 1, .saved_bytes = 1},
                          {.fwd_time = 1e308, .bwd_time = 1e308, .out_bytes = 1, .saved_bytes = 1}};
     remat_chain *c = NULL;
     remat_error e;
+    ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "times add up to more than the largest finite number");
+    for (int i = 0; i < 2; i++)
+        st[i] = (remat_stage){.fwd_time = 8e307, .out_bytes = 1, .saved_bytes = 1};
     ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_OK);
     remat_schedule *s = NULL;
-    ASSERT_STATUS(remat_schedule_new("t", &s, &e), REMAT_OK);
-    const remat_op ops[] = {{REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 2}, {REMAT_OP_B, 0, 2},
-                            {REMAT_OP_B, 0, 1}};
-    for (size_t k = 0; k < 4; k++) ASSERT_STATUS(remat_schedule_push(s, ops[k], &e), REMAT_OK);
+    ASSERT_STATUS(remat_schedule_create("t", &s, &e), REMAT_OK);
+    const remat_op ops[] = {{REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 1},
+                            {REMAT_OP_FALL, 0, 2}, {REMAT_OP_B, 0, 2}, {REMAT_OP_B, 0, 1}};
+    for (size_t k = 0; k < 6; k++) ASSERT_STATUS(remat_schedule_push(s, ops[k], &e), REMAT_OK);
     for (int timeline = 0; timeline < 2; timeline++) {
         remat_sim_options o;
         remat_sim_options_init(&o);
@@ -143,6 +149,105 @@ static void null_arguments(void) {
     remat_solve_options_init(&o);
     ASSERT_STATUS(remat_min_memory(NULL, &o, &m, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "remat_min_memory");
+    /* Helpers without a status answer instead of crashing. */
+    remat_solve_options_init(NULL);
+    remat_sim_options_init(NULL);
+    remat_join_options_init(NULL);
+    remat_op_format(op, NULL);
+    remat_exec_ref_format((remat_exec_ref){0, 0}, NULL);
+    ASSERT_EQ_U64(remat_chain_a_bytes(NULL, 0), 0);
+    ASSERT_EQ_U64(remat_chain_abar_bytes(NULL, 1), 0);
+    ASSERT_EQ_U64(remat_chain_d_bytes(NULL, 0), 0);
+    ASSERT_STATUS(remat_read_file("x", NULL, NULL, &e), REMAT_E_INPUT);
+    ASSERT_EQ_U64(remat_sizeof(NULL), 0);
+}
+
+/* Every infeasible answer names the memory that would do, for every algorithm,
+ * a limit below the input included (the Python binding used to work it out
+ * itself for exact). */
+static void infeasible_always_names_the_minimum(void) {
+    remat_stage st[3] = {{.fwd_time = 1, .bwd_time = 2, .out_bytes = 10, .saved_bytes = 30},
+                         {.fwd_time = 2, .bwd_time = 2, .out_bytes = 20, .saved_bytes = 40},
+                         {.fwd_time = 1, .bwd_time = 1, .out_bytes = 4, .saved_bytes = 4}};
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("three", 8, 8, st, 3, &c, &e), REMAT_OK);
+    for (int a = 0; a < REMAT_ALG_COUNT_; a++) {
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = (remat_algorithm)a;
+        o.bandwidth = 1;
+        o.threads = 1;
+        for (uint64_t m = 0; m < 16; m += 7) { /* 0, 7: below the input; 14: above it */
+            o.memory = m;
+            remat_schedule *s = NULL;
+            remat_status r = remat_solve(c, &o, &s, &e);
+            if (r == REMAT_OK) {
+                remat_schedule_free(s);
+                continue;
+            }
+            ASSERT_STATUS(r, REMAT_E_INFEASIBLE);
+            if (e.min_memory <= m)
+                TEST_FAIL_("%s at %llu: min_memory %llu", remat_algorithm_name(o.algorithm),
+                           (unsigned long long)m, (unsigned long long)e.min_memory);
+            o.memory = e.min_memory;
+            ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_OK);
+            remat_schedule_free(s);
+            o.memory = m;
+        }
+    }
+    remat_chain_free(c);
+}
+
+/* Structs the caller built or changed are checked before they are read. */
+static void hand_made_structs_are_checked(void) {
+    remat_stage st[2] = {{.fwd_time = 1, .bwd_time = 1, .out_bytes = 4, .saved_bytes = 8},
+                         {.fwd_time = 1, .bwd_time = 1, .out_bytes = 1, .saved_bytes = 1}};
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("c", 4, 4, st, 2, &c, &e), REMAT_OK);
+    ASSERT_EQ_U64(remat_chain_a_bytes(c, 1), 4);
+    ASSERT_EQ_U64(remat_chain_a_bytes(c, 3), 0); /* past n */
+    ASSERT_EQ_U64(remat_chain_abar_bytes(c, 99), 0);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = 1000;
+    remat_schedule *s = NULL;
+    ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_OK);
+    remat_sim_result *r = NULL;
+    char *json = NULL;
+    uint64_t m;
+    size_t n = c->n;
+    c->n = 0;
+    remat_schedule *none = NULL;
+    ASSERT_STATUS(remat_solve(c, &o, &none, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_simulate(c, s, NULL, &r, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_store_all_cost(c, &m, NULL, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_chain_to_json(c, &json, &e), REMAT_E_INPUT);
+    c->n = n;
+    c->stages[0].fwd_time = NAN;
+    ASSERT_STATUS(remat_min_memory(c, &o, &m, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "remat_min_memory: stages[0].fwd_time");
+    c->stages[0].fwd_time = 1;
+    memset(c->name, 'x', sizeof c->name); /* no terminating NUL */
+    ASSERT_STATUS(remat_chain_to_json(c, &json, &e), REMAT_E_INPUT);
+    c->name[0] = '\0';
+    size_t k = s->n_ops;
+    remat_op *ops = s->ops;
+    s->ops = NULL;
+    ASSERT_STATUS(remat_simulate(c, s, NULL, &r, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_schedule_to_json(s, &json, &e), REMAT_E_INPUT);
+    remat_exec_plan *pl = NULL;
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &pl, &e), REMAT_E_INPUT);
+    s->ops = ops;
+    s->n_ops = s->cap + 1;
+    ASSERT_STATUS(remat_schedule_push(s, ops[0], &e), REMAT_E_INPUT);
+    s->n_ops = k;
+    ASSERT_STATUS(remat_simulate(c, s, NULL, &r, &e), REMAT_OK);
+    ASSERT_TRUE(r->valid);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
 }
 
 /* remat_min_memory doubled its upper bound from the store-all peak, which
@@ -211,6 +316,8 @@ static const test_case cases[] = {
     {"large_total_simulates_without_wrap", large_total_simulates_without_wrap},
     {"infinite_time_writes_valid_json", infinite_time_writes_valid_json},
     {"null_arguments", null_arguments},
+    {"hand_made_structs_are_checked", hand_made_structs_are_checked},
+    {"infeasible_always_names_the_minimum", infeasible_always_names_the_minimum},
     {"min_memory_of_empty_chain_ends", min_memory_of_empty_chain_ends},
 };
 TEST_MAIN(cases)

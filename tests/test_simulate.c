@@ -26,7 +26,7 @@ static remat_chain *chain_g(int overheads) {
 /* Builds a schedule from op texts; aborts on a typo in the test itself. */
 static remat_schedule *sched(const char *const *ops, size_t n) {
     remat_schedule *s = NULL;
-    if (remat_schedule_new("test", &s, NULL) != REMAT_OK) abort();
+    if (remat_schedule_create("test", &s, NULL) != REMAT_OK) abort();
     for (size_t k = 0; k < n; k++) {
         remat_op op;
         if (remat_op_parse(ops[k], &op, NULL) != REMAT_OK) abort();
@@ -137,8 +137,8 @@ static void recompute_held_a_adds_nothing(void) {
      * Fall 3 -> 3311. B 3: 3711 -> 711. B 2: +d1 (751), frees d2, abar2, plain
      * a1 -> 41. Del a[0] -> 40. Fall 1 needs a0: fails. */
     ASSERT_TRUE(!r->valid);
-    ASSERT_EQ_U64(r->fail_op, 7);
-    ASSERT_CONTAINS(r->fail_op_text, "Fall 1");
+    ASSERT_EQ_U64(r->failed_op, 7);
+    ASSERT_CONTAINS(r->failed_op_text, "Fall 1");
     ASSERT_CONTAINS(r->reason, "needs a[0]");
     ASSERT_EQ_U64(r->mem_during[1], 11);
     ASSERT_EQ_U64(r->mem_after[5], 41);
@@ -200,7 +200,7 @@ static void peak_includes_input(void) {
     s = SCHED("Fn 1", "Fall 2", "B 2", "Fall 1");
     r = run(c, s);
     ASSERT_TRUE(!r->valid);
-    ASSERT_EQ_U64(r->fail_op, 3);
+    ASSERT_EQ_U64(r->failed_op, 3);
     ASSERT_CONTAINS(r->reason, "needs a[0], which is not held");
     ASSERT_EQ_U64(r->mem_during[0], 1005);
     ASSERT_EQ_U64(r->mem_after[0], 5);
@@ -213,11 +213,11 @@ static void peak_includes_input(void) {
 static int fails_at(remat_schedule *s, size_t at, const char *op_text, const char *why) {
     remat_chain *c = chain_g(0);
     remat_sim_result *r = run(c, s);
-    int ok = !r->valid && r->fail_op == at && strcmp(r->fail_op_text, op_text) == 0 &&
+    int ok = !r->valid && r->failed_op == at && strcmp(r->failed_op_text, op_text) == 0 &&
              strstr(r->reason, why) != NULL;
     if (!ok)
-        fprintf(stderr, "  valid %d, fail_op %zu (%s): %s; expected %zu (%s): %s\n", r->valid,
-                r->fail_op, r->fail_op_text, r->reason, at, op_text, why);
+        fprintf(stderr, "  valid %d, failed_op %zu (%s): %s; expected %zu (%s): %s\n", r->valid,
+                r->failed_op, r->failed_op_text, r->reason, at, op_text, why);
     remat_sim_result_free(r);
     remat_schedule_free(s);
     remat_chain_free(c);
@@ -261,11 +261,11 @@ static void failures(void) {
 static void empty_schedule_is_invalid(void) {
     remat_chain *c = chain_g(0);
     remat_schedule *s = NULL;
-    ASSERT_STATUS(remat_schedule_new("empty", &s, NULL), REMAT_OK);
+    ASSERT_STATUS(remat_schedule_create("empty", &s, NULL), REMAT_OK);
     remat_sim_result *r = run(c, s);
     ASSERT_TRUE(!r->valid);
-    ASSERT_EQ_U64(r->fail_op, 0);
-    ASSERT_CONTAINS(r->fail_op_text, "(end)");
+    ASSERT_EQ_U64(r->failed_op, 0);
+    ASSERT_CONTAINS(r->failed_op_text, "(end)");
     ASSERT_CONTAINS(r->reason, "ends before B 3");
     remat_sim_result_free(r);
     remat_schedule_free(s);

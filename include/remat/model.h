@@ -39,35 +39,35 @@ typedef struct remat_chain {
     remat_stage *stages;       /* stages[i-1] is stage i */
 } remat_chain;
 
-/* Byte sizes by value index, valid for i in 0..n. */
-uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i);    /* a[i]; a[0] = input */
-uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i); /* abar[i], i >= 1 */
-uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i);    /* d[i]; d[n] = 0 */
+/* Byte sizes by value index, valid for i in 0..n; 0 for a NULL chain or i > n. */
+REMAT_API uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i);    /* a[i]; a[0] = input */
+REMAT_API uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i); /* abar[i], i >= 1 */
+REMAT_API uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i);    /* d[i]; d[n] = 0 */
 
 /* Builds a validated deep copy of n stages. grad_bytes of stage i < n is taken
  * as given (pass out_bytes for the default); the loss stage's grad_bytes is
  * ignored (the seed has size 0). On success *out owns a new chain: free it
  * with remat_chain_free(). On failure *out is NULL. */
-remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t input_grad_bytes,
-                                const remat_stage *stages, size_t n, remat_chain **out,
-                                remat_error *err);
+REMAT_API remat_status remat_chain_create(const char *name, uint64_t input_bytes,
+                                          uint64_t input_grad_bytes, const remat_stage *stages,
+                                          size_t n, remat_chain **out, remat_error *err);
 
 /* Parses a "remat-chain-1" document. `source` names it in messages (a path or
  * "<string>"). *out owns a new chain on success, NULL on failure. */
-remat_status remat_chain_from_json(const char *text, size_t len, const char *source,
-                                   remat_chain **out, remat_error *err);
-remat_status remat_chain_load(const char *path, remat_chain **out, remat_error *err);
+REMAT_API remat_status remat_chain_from_json(const char *text, size_t len, const char *source,
+                                             remat_chain **out, remat_error *err);
+REMAT_API remat_status remat_chain_load(const char *path, remat_chain **out, remat_error *err);
 
 /* Writes the chain as a "remat-chain-1" document into a new NUL-terminated
  * string; free it with remat_free(). */
-remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *err);
-remat_status remat_chain_save(const remat_chain *c, const char *path, remat_error *err);
+REMAT_API remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *err);
+REMAT_API remat_status remat_chain_save(const remat_chain *c, const char *path, remat_error *err);
 
-void remat_chain_free(remat_chain *c);
+REMAT_API void remat_chain_free(remat_chain *c);
 
 /* Parses a size such as "123", "4GiB", "1.5G", "300MB" (K/M/G = 2^10.., KB/MB/GB =
  * 10^3.., KiB/MiB/GiB = 2^10..). Rejects negatives, garbage and values >= 2^53. */
-remat_status remat_parse_size(const char *text, uint64_t *out, remat_error *err);
+REMAT_API remat_status remat_parse_size(const char *text, uint64_t *out, remat_error *err);
 
 #ifdef __cplusplus
 }

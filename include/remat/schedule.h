@@ -47,23 +47,27 @@ typedef struct remat_schedule {
 } remat_schedule;
 
 /* New empty schedule; free with remat_schedule_free(). */
-remat_status remat_schedule_new(const char *algorithm, remat_schedule **out, remat_error *err);
-remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err);
-void remat_schedule_free(remat_schedule *s);
+REMAT_API remat_status remat_schedule_create(const char *algorithm, remat_schedule **out,
+                                             remat_error *err);
+REMAT_API remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err);
+REMAT_API void remat_schedule_free(remat_schedule *s);
 
 /* Op text, e.g. "Fck 3", "Del abar[2]". Writes at most REMAT_OP_TEXT_MAX bytes. */
-void remat_op_format(remat_op op, char out[REMAT_OP_TEXT_MAX]);
+REMAT_API void remat_op_format(remat_op op, char out[REMAT_OP_TEXT_MAX]);
 /* Parses op text; on failure the message says what is wrong (not where). */
-remat_status remat_op_parse(const char *text, remat_op *out, remat_error *err);
+REMAT_API remat_status remat_op_parse(const char *text, remat_op *out, remat_error *err);
 
 /* JSON I/O. *out strings are freed with remat_free(); *out schedules with
  * remat_schedule_free(). Parsing checks syntax only; remat_simulate() checks
  * that the ops make sense for a chain. */
-remat_status remat_schedule_to_json(const remat_schedule *s, char **out, remat_error *err);
-remat_status remat_schedule_save(const remat_schedule *s, const char *path, remat_error *err);
-remat_status remat_schedule_from_json(const char *text, size_t len, const char *source,
-                                      remat_schedule **out, remat_error *err);
-remat_status remat_schedule_load(const char *path, remat_schedule **out, remat_error *err);
+REMAT_API remat_status remat_schedule_to_json(const remat_schedule *s, char **out,
+                                              remat_error *err);
+REMAT_API remat_status remat_schedule_save(const remat_schedule *s, const char *path,
+                                           remat_error *err);
+REMAT_API remat_status remat_schedule_from_json(const char *text, size_t len, const char *source,
+                                                remat_schedule **out, remat_error *err);
+REMAT_API remat_status remat_schedule_load(const char *path, remat_schedule **out,
+                                           remat_error *err);
 
 #ifdef __cplusplus
 }

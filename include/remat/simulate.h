@@ -15,7 +15,7 @@ typedef struct remat_sim_options {
      * link: a schedule with Off/Pre/Wait is then invalid. Must be finite, >= 0. */
     double bandwidth;
     /* When nonzero, record a timeline (compute ops and copies with start/end
-     * times, memory over time) for remat_sim_timeline_to_json(). */
+     * times, memory over time), which remat_sim_result_to_json() writes. */
     int record_timeline;
 } remat_sim_options;
 
@@ -40,9 +40,9 @@ typedef struct remat_sim_result {
     uint64_t *mem_during; /* [n_ops] memory in use while op k runs (overhead included) */
     uint64_t *mem_after;  /* [n_ops] memory held after op k */
     /* When !valid: the first failing op (index, text) and why. For a schedule
-     * that ends early (missing B ops), fail_op == n_ops. */
-    size_t fail_op;
-    char fail_op_text[REMAT_OP_TEXT_MAX];
+     * that ends early (missing B ops), failed_op == n_ops. */
+    size_t failed_op;
+    char failed_op_text[REMAT_OP_TEXT_MAX];
     char reason[256];
     /* Timed simulation (bandwidth > 0): idle time of compute and of each link
      * between time 0 and the end of the schedule. Zero otherwise. */
@@ -56,22 +56,23 @@ typedef struct remat_sim_result {
     remat_sim_mem_point *mem_points;
 } remat_sim_result;
 
-void remat_sim_options_init(remat_sim_options *o);
+REMAT_API void remat_sim_options_init(remat_sim_options *o);
 
 /* Replays `s` on `c`. Returns REMAT_OK whenever the simulation ran, valid or
  * not; *out is then a new result, freed with remat_sim_result_free(). Other
  * statuses mean bad arguments (e.g. bandwidth < 0) or no memory; *out is NULL.
  * `opt` may be NULL for defaults. */
-remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
-                            const remat_sim_options *opt, remat_sim_result **out,
-                            remat_error *err);
-void remat_sim_result_free(remat_sim_result *r);
+REMAT_API remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
+                                      const remat_sim_options *opt, remat_sim_result **out,
+                                      remat_error *err);
+REMAT_API void remat_sim_result_free(remat_sim_result *r);
 
 /* JSON summary: {"valid": true, "time": ..., "peak_bytes": ...} or
  * {"valid": false, "op_index": k, "op": "...", "reason": "..."}; with a
  * timeline, also "compute_idle", "d2h_idle", "h2d_idle", "events", "memory".
  * Free *out with remat_free(). */
-remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err);
+REMAT_API remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out,
+                                                remat_error *err);
 
 #ifdef __cplusplus
 }

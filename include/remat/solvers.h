@@ -25,8 +25,9 @@ typedef enum remat_algorithm {
 
 /* "optimal", "revolve", "sequential", "store-all", "exact", "pofo",
  * "offload-only", "opportunist", "autocapper". */
-const char *remat_algorithm_name(remat_algorithm a);
-remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat_error *err);
+REMAT_API const char *remat_algorithm_name(remat_algorithm a);
+REMAT_API remat_status remat_algorithm_parse(const char *name, remat_algorithm *out,
+                                             remat_error *err);
 
 typedef enum remat_revolve_mode {
     REMAT_REVOLVE_PRECISE = 0,      /* per-stage costs and sizes */
@@ -38,6 +39,8 @@ typedef enum remat_revolve_mode {
 #define REMAT_DEFAULT_OFFLOAD_VALUES 50
 /* Default cap on one solver's tables and search state, in bytes. */
 #define REMAT_DEFAULT_MAX_WORK_BYTES ((uint64_t)8 << 30)
+/* remat_solve_options.threads may ask for at most this many threads. */
+#define REMAT_MAX_THREADS 1024u
 
 typedef struct remat_solve_options {
     remat_algorithm algorithm;
@@ -51,18 +54,18 @@ typedef struct remat_solve_options {
     double bandwidth;        /* offload solvers: bytes per time unit, each direction */
     uint32_t offload_values; /* pofo: N memory values; 0 = REMAT_DEFAULT_OFFLOAD_VALUES */
     uint64_t max_work_bytes; /* cap on tables/search; 0 = REMAT_DEFAULT_MAX_WORK_BYTES */
-    unsigned threads;        /* worker threads; 0 = all online cores */
+    unsigned threads;        /* worker threads, 0..REMAT_MAX_THREADS; 0 = all online cores */
 } remat_solve_options;
 
 /* Fills defaults: algorithm optimal, memory 0, slots -1, everything else 0. */
-void remat_solve_options_init(remat_solve_options *o);
+REMAT_API void remat_solve_options_init(remat_solve_options *o);
 
 /* Solves c under o. On success *out is a new schedule (free with
  * remat_schedule_free()) whose time and peak_bytes are the solver's prediction.
  * REMAT_E_INFEASIBLE when nothing fits: err->min_memory is then the smallest
  * limit in bytes that this algorithm can meet (0 if unknown). */
-remat_status remat_solve(const remat_chain *c, const remat_solve_options *o,
-                         remat_schedule **out, remat_error *err);
+REMAT_API remat_status remat_solve(const remat_chain *c, const remat_solve_options *o,
+                                   remat_schedule **out, remat_error *err);
 
 /* The time-memory trade-off from one table solve. */
 typedef struct remat_curve_point {
@@ -80,17 +83,17 @@ typedef struct remat_curve {
  * o->memory when it is nonzero). At most max_points points, evenly spread in
  * memory (0 = every distinct step the table resolves). Free with
  * remat_curve_free(). */
-remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
-                                 size_t max_points, remat_curve **out, remat_error *err);
-void remat_curve_free(remat_curve *curve);
+REMAT_API remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
+                                           size_t max_points, remat_curve **out, remat_error *err);
+REMAT_API void remat_curve_free(remat_curve *curve);
 
 /* Peak bytes and time of plain autograd (store-all). */
-remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
-                                  remat_error *err);
+REMAT_API remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes,
+                                            double *time, remat_error *err);
 
 /* Smallest memory limit in bytes for which the algorithm finds a schedule. */
-remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
-                              uint64_t *out, remat_error *err);
+REMAT_API remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
+                                        uint64_t *out, remat_error *err);
 
 #ifdef __cplusplus
 }

@@ -39,20 +39,94 @@ Size = int | float | str
 StrPath = str | os.PathLike[str]
 
 
+# Checks on what goes to C. A value of the wrong type is a TypeError; a value
+# the C field cannot hold exactly (out of its range, a NUL that would cut a C
+# string short) is an InputError, never a silent wrap or truncation.
+
+def _text(value: object, what: str) -> bytes:
+    """A str as NUL-free UTF-8 bytes for a C string."""
+    if not isinstance(value, str):
+        raise TypeError("%s: expected a str, got %s" % (what, type(value).__name__))
+    if "\0" in value:
+        raise InputError("%s: contains a NUL character" % what)
+    return value.encode("utf-8")
+
+
+def _path(value: object, what: str = "path") -> bytes:
+    """A file path (str, bytes or os.PathLike) as bytes for C."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError("%s: expected a str, bytes or os.PathLike, got %s"
+                        % (what, type(value).__name__))
+    data = os.fsencode(value)
+    if b"\0" in data:
+        raise InputError("%s: contains a NUL character" % what)
+    return data
+
+
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    """An int in [lo, hi] (the C field's range)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s: expected an int, got %s" % (what, type(value).__name__))
+    if not lo <= value <= hi:
+        raise InputError("%s: %d is out of range (%d .. %d)" % (what, value, lo, hi))
+    return value
+
+
+def _real(value: object, what: str) -> float:
+    """An int or float for a C double (its value is C's to judge)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("%s: expected a number, got %s" % (what, type(value).__name__))
+    try:
+        return float(value)
+    except OverflowError:
+        raise InputError("%s: %d is too large for a double" % (what, value)) from None
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_UINT32 = (0, (1 << 32) - 1)
+
+
+def _read_text(path: StrPath) -> str:
+    """A whole file through libremat's capped reader, decoded as UTF-8."""
+    data = _path(path)
+    out, n = ctypes.c_void_p(), ctypes.c_size_t()
+    _call(_lib.lib.remat_read_file, data, ctypes.byref(out), ctypes.byref(n))
+    try:
+        raw = ctypes.string_at(out, n.value)
+    finally:
+        _lib.lib.remat_free(out)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError("%s: not UTF-8 text (byte %d)" % (os.fsdecode(data), e.start)) from None
+
+
+def _write_bytes(path: StrPath, raw: bytes) -> None:
+    """Writes raw atomically through libremat (the old file survives a failure)."""
+    _call(_lib.lib.remat_write_file, _path(path), raw, len(raw))
+
+
+def _write_text(path: StrPath, text: str) -> None:
+    _write_bytes(path, text.encode("utf-8"))
+
+
 def parse_size(size: Size) -> int:
     """Bytes from an int or a text such as "4GiB", "300MB" (libremat rules)."""
     if isinstance(size, bool):
-        raise InputError("size: expected an int or a text like '4GiB', got a bool")
+        raise TypeError("size: expected an int or a text like '4GiB', got a bool")
     if isinstance(size, int):
         if size < 0 or size >= 1 << 53:
             raise InputError("size: %d is out of range (0 .. 2^53-1)" % size)
         return size
     if isinstance(size, float) and size.is_integer():
         return parse_size(int(size))
+    if isinstance(size, float):
+        raise InputError("size: %r is not a whole number of bytes" % size)
     if not isinstance(size, str):
-        raise InputError("size: expected an int or a text like '4GiB', got %r" % (size,))
+        raise TypeError("size: expected an int or a text like '4GiB', got %s"
+                        % type(size).__name__)
     out = ctypes.c_uint64()
-    _call(_lib.lib.remat_parse_size, size.encode(), ctypes.byref(out))
+    _call(_lib.lib.remat_parse_size, _text(size, "size"), ctypes.byref(out))
     return int(out.value)
 
 
@@ -67,17 +141,26 @@ class Chain:
     def __init__(self, stages: Iterable[Mapping[str, Any]], input_bytes: int,
                  input_grad_bytes: int | None = None, name: str = "chain",
                  time_unit: str = "ms", meta: Mapping[str, Any] | None = None) -> None:
+        # The document goes through the C reader, which judges every value and
+        # names the field; here only the Python types are checked.
+        _text(name, "name")
+        _text(time_unit, "time_unit")
         doc: dict[str, Any] = {"format": "remat-chain-1", "name": name, "time_unit": time_unit,
-               "input_bytes": int(input_bytes), "stages": [dict(s) for s in stages]}
+                               "input_bytes": _int(input_bytes, "input_bytes", 0, (1 << 64) - 1),
+                               "stages": [dict(s) for s in stages]}
         if input_grad_bytes is not None:
-            doc["input_grad_bytes"] = int(input_grad_bytes)
+            doc["input_grad_bytes"] = _int(input_grad_bytes, "input_grad_bytes", 0,
+                                           (1 << 64) - 1)
         self._adopt(self._parse(json.dumps(doc), "<python>"), meta)
 
     @staticmethod
     def _parse(text: str, source: str) -> ctypes._Pointer[_lib.ChainStruct]:
         ptr = ctypes.POINTER(_lib.ChainStruct)()
-        data = text.encode()
-        _call(_lib.lib.remat_chain_from_json, data, len(data), source.encode(), ctypes.byref(ptr))
+        if not isinstance(text, str):
+            raise TypeError("chain text: expected a str, got %s" % type(text).__name__)
+        data = text.encode("utf-8")  # a NUL here is JSON's problem: the parser reports it
+        _call(_lib.lib.remat_chain_from_json, data, len(data), _text(source, "source"),
+              ctypes.byref(ptr))
         return ptr
 
     def _adopt(self, ptr: ctypes._Pointer[_lib.ChainStruct],
@@ -100,12 +183,7 @@ class Chain:
 
     @classmethod
     def load(cls, path: StrPath) -> Chain:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise RematIOError("%s: cannot read: %s" % (path, e.strerror)) from e
-        return cls.from_json(text, str(path))
+        return cls.from_json(_read_text(path), os.fsdecode(_path(path)))
 
     def to_json(self) -> str:
         out = ctypes.c_void_p()
@@ -115,11 +193,8 @@ class Chain:
         return json.dumps(doc, indent=2)
 
     def save(self, path: StrPath) -> None:
-        try:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(self.to_json() + "\n")
-        except OSError as e:
-            raise RematIOError("%s: cannot write: %s" % (path, e.strerror)) from e
+        """Writes the chain atomically: on failure the old file is kept."""
+        _write_text(path, self.to_json() + "\n")
 
     @property
     def n(self) -> int:
@@ -171,26 +246,27 @@ class Schedule:
     def from_ops(cls, ops: Iterable[str], algorithm: str = "hand") -> Schedule:
         """A schedule from op texts such as ["Fall 1", "B 2", ...]."""
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
-        _call(_lib.lib.remat_schedule_new, algorithm.encode(), ctypes.byref(ptr))
+        _call(_lib.lib.remat_schedule_create, _text(algorithm, "algorithm"), ctypes.byref(ptr))
         self = cls(ptr)
-        for text in ops:
+        for k, text in enumerate(ops):
             op = _lib.Op()
-            _call(_lib.lib.remat_op_parse, text.encode(), ctypes.byref(op))
+            _call(_lib.lib.remat_op_parse, _text(text, "ops[%d]" % k), ctypes.byref(op))
             _call(_lib.lib.remat_schedule_push, ptr, op)
         return self
 
     @classmethod
     def from_json(cls, text: str, source: str = "<string>") -> Schedule:
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
-        data = text.encode()
-        _call(_lib.lib.remat_schedule_from_json, data, len(data), source.encode(),
+        if not isinstance(text, str):
+            raise TypeError("schedule text: expected a str, got %s" % type(text).__name__)
+        data = text.encode("utf-8")
+        _call(_lib.lib.remat_schedule_from_json, data, len(data), _text(source, "source"),
               ctypes.byref(ptr))
         return cls(ptr)
 
     @classmethod
     def load(cls, path: StrPath) -> Schedule:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_json(f.read(), str(path))
+        return cls.from_json(_read_text(path), os.fsdecode(_path(path)))
 
     def to_json(self) -> str:
         out = ctypes.c_void_p()
@@ -198,8 +274,8 @@ class Schedule:
         return _lib.take_string(out)
 
     def save(self, path: StrPath) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_json())
+        """Writes the schedule atomically: on failure the old file is kept."""
+        _write_text(path, self.to_json())
 
     @property
     def ops(self) -> list[str]:
@@ -230,19 +306,25 @@ class Schedule:
             self.algorithm, len(self), self.time, self.peak_bytes)
 
 
-def _options(chain: Chain, memory: Size | None, algorithm: str, slots: int | None,
-             segments: int | None, threads: int) -> _lib.SolveOptions:
+def _chain_ptr(chain: object) -> ctypes._Pointer[_lib.ChainStruct]:
+    if not isinstance(chain, Chain):
+        raise TypeError("chain: expected a remat.Chain, got %s" % type(chain).__name__)
+    return chain._ptr
+
+
+def _options(memory: Size | None, algorithm: str, slots: int | None, segments: int | None,
+             threads: int) -> _lib.SolveOptions:
     o = _lib.SolveOptions()
     _lib.lib.remat_solve_options_init(ctypes.byref(o))
     alg = ctypes.c_int()
-    _call(_lib.lib.remat_algorithm_parse, algorithm.encode(), ctypes.byref(alg))
+    _call(_lib.lib.remat_algorithm_parse, _text(algorithm, "algorithm"), ctypes.byref(alg))
     o.algorithm = alg.value
     o.memory = parse_size(memory) if memory is not None else 0
     if slots is not None:
-        o.slots = int(slots)
+        o.slots = _int(slots, "slots", *_INT64)
     if segments is not None:
-        o.segments = int(segments)
-    o.threads = int(threads)
+        o.segments = _int(segments, "segments", *_UINT32)
+    o.threads = _int(threads, "threads", *_UINT32)
     return o
 
 
@@ -250,59 +332,44 @@ def solve(chain: Chain, memory: Size, algorithm: str = "optimal", slots: int | N
           segments: int | None = None, threads: int = 0,
           bandwidth: float | str | None = None) -> Schedule:
     """Solves `chain` under `memory` (bytes or "4GiB"). Raises InfeasibleError
-    (with .min_memory) when nothing fits. `bandwidth` (bytes per time unit or
-    "12GB/s") is the host link of the offload algorithms (pofo, ...)."""
-    o = _options(chain, memory, algorithm, slots, segments, threads)
+    (with .min_memory, which libremat always fills when it can be known) when
+    nothing fits. `bandwidth` (bytes per time unit or "12GB/s") is the host
+    link of the offload algorithms (pofo, ...)."""
+    cp = _chain_ptr(chain)
+    o = _options(memory, algorithm, slots, segments, threads)
     if bandwidth is not None:
         o.bandwidth = bandwidth_per_unit(bandwidth, chain.time_unit)
     ptr = ctypes.POINTER(_lib.ScheduleStruct)()
-    err = _lib.Error()
-    st = _lib.lib.remat_solve(chain._ptr, ctypes.byref(o), ctypes.byref(ptr), ctypes.byref(err))
-    if st == 2 and not err.min_memory:  # e.g. a limit below the input: ask the library
-        try:
-            err.min_memory = min_memory(chain, algorithm, slots)
-        except RematError:
-            err.min_memory = _min_from_solver(chain, o)
-    if st == 2 and err.min_memory:
-        msg = err.message.decode("utf-8", "replace")
+    try:
+        _call(_lib.lib.remat_solve, cp, ctypes.byref(o), ctypes.byref(ptr))
+    except InfeasibleError as e:
+        if not e.min_memory:
+            raise
         raise InfeasibleError("%s; %s needs at least %d bytes (%s) for chain %r"
-                              % (msg, algorithm, err.min_memory, _human(err.min_memory),
-                                 chain.name), int(err.min_memory))
-    _lib.check(st, err)
+                              % (e.message, algorithm, e.min_memory, _human(e.min_memory),
+                                 chain.name), e.min_memory) from None
     return Schedule(ptr)
-
-
-def _min_from_solver(chain: Chain, o: _lib.SolveOptions) -> int:
-    """The minimum the solver itself reports at the smallest sensible limit."""
-    o2 = _lib.SolveOptions.from_buffer_copy(o)
-    o2.memory = chain.input_bytes
-    ptr = ctypes.POINTER(_lib.ScheduleStruct)()
-    err = _lib.Error()
-    st = _lib.lib.remat_solve(chain._ptr, ctypes.byref(o2), ctypes.byref(ptr), ctypes.byref(err))
-    if st == 0:
-        _lib.lib.remat_schedule_free(ptr)
-        return chain.input_bytes
-    return int(err.min_memory) if st == 2 else 0
 
 
 def min_memory(chain: Chain, algorithm: str = "optimal", slots: int | None = None) -> int:
     """Smallest memory limit in bytes for which `algorithm` finds a schedule."""
-    o = _options(chain, 0, algorithm, slots, None, 0)
+    cp = _chain_ptr(chain)
+    o = _options(0, algorithm, slots, None, 0)
     out = ctypes.c_uint64()
-    _call(_lib.lib.remat_min_memory, chain._ptr, ctypes.byref(o), ctypes.byref(out))
+    _call(_lib.lib.remat_min_memory, cp, ctypes.byref(o), ctypes.byref(out))
     return int(out.value)
 
 
 def store_all_cost(chain: Chain) -> tuple[int, float]:
     """(peak_bytes, time) of plain autograd on `chain`."""
     peak, t = ctypes.c_uint64(), ctypes.c_double()
-    _call(_lib.lib.remat_store_all_cost, chain._ptr, ctypes.byref(peak), ctypes.byref(t))
+    _call(_lib.lib.remat_store_all_cost, _chain_ptr(chain), ctypes.byref(peak), ctypes.byref(t))
     return int(peak.value), float(t.value)
 
 
 class SimResult:
     """What remat.simulate() found: valid, time, peak_bytes, mem_during,
-    mem_after, and for invalid schedules fail_op, fail_op_text, reason."""
+    mem_after, and for invalid schedules failed_op, failed_op_text, reason."""
 
     def __init__(self, r: _lib.SimResult) -> None:
         self.valid = bool(r.valid)
@@ -311,23 +378,26 @@ class SimResult:
         n = int(r.n_ops)
         self.mem_during = [int(r.mem_during[k]) for k in range(n)] if r.mem_during else []
         self.mem_after = [int(r.mem_after[k]) for k in range(n)] if r.mem_after else []
-        self.fail_op: int | None = int(r.fail_op) if not self.valid else None
-        self.fail_op_text: str | None = r.fail_op_text.decode() if not self.valid else None
+        self.failed_op: int | None = int(r.failed_op) if not self.valid else None
+        self.failed_op_text: str | None = r.failed_op_text.decode() if not self.valid else None
         self.reason: str | None = r.reason.decode() if not self.valid else None
 
     def __repr__(self) -> str:
         if self.valid:
             return "<SimResult valid time=%g peak=%d>" % (self.time, self.peak_bytes)
-        return "<SimResult invalid at %s: %s>" % (self.fail_op_text, self.reason)
+        return "<SimResult invalid at %s: %s>" % (self.failed_op_text, self.reason)
 
 
 def simulate(chain: Chain, schedule: Schedule, bandwidth: float = 0.0) -> SimResult:
     """Replays `schedule` on `chain` (SPEC section 2)."""
+    cp = _chain_ptr(chain)
+    if not isinstance(schedule, Schedule):
+        raise TypeError("schedule: expected a remat.Schedule, got %s" % type(schedule).__name__)
     opt = _lib.SimOptions()
     _lib.lib.remat_sim_options_init(ctypes.byref(opt))
-    opt.bandwidth = float(bandwidth)
+    opt.bandwidth = _real(bandwidth, "bandwidth")
     ptr = ctypes.POINTER(_lib.SimResult)()
-    _call(_lib.lib.remat_simulate, chain._ptr, schedule._ptr, ctypes.byref(opt), ctypes.byref(ptr))
+    _call(_lib.lib.remat_simulate, cp, schedule._ptr, ctypes.byref(opt), ctypes.byref(ptr))
     try:
         return SimResult(ptr.contents)
     finally:
@@ -370,8 +440,11 @@ class Plan:
 
 def plan(chain: Chain, schedule: Schedule) -> Plan:
     """What each op of `schedule` reads, creates and frees on `chain`."""
+    cp = _chain_ptr(chain)
+    if not isinstance(schedule, Schedule):
+        raise TypeError("schedule: expected a remat.Schedule, got %s" % type(schedule).__name__)
     ptr = ctypes.POINTER(_lib.ExecPlan)()
-    _call(_lib.lib.remat_exec_plan_build, chain._ptr, schedule._ptr, ctypes.byref(ptr))
+    _call(_lib.lib.remat_exec_plan_create, cp, schedule._ptr, ctypes.byref(ptr))
     try:
         return Plan(ptr.contents)
     finally:

@@ -29,25 +29,30 @@ SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
 class _CurvePoint(Structure):
+    _c_name = "remat_curve_point"
     _fields_ = [("memory", c_uint64), ("time", c_double)]
 
 
 class _Curve(Structure):
+    _c_name = "remat_curve"
     _fields_ = [("algorithm", c_char * _lib.ALGORITHM_MAX), ("n", c_size_t),
                 ("points", POINTER(_CurvePoint))]
 
 
 class _JoinProblem(Structure):
+    _c_name = "remat_join_problem"
     _fields_ = [("k", c_size_t), ("lengths", c_uint32 * JOIN_MAX_BRANCHES),
                 ("fwd_time", c_double), ("bwd_time", c_double), ("turn_time", c_double),
                 ("slots", c_uint64)]
 
 
 class _JoinCurvePoint(Structure):
+    _c_name = "remat_join_curve_point"
     _fields_ = [("slots", c_uint64), ("makespan", c_double), ("equiv_chain", c_double)]
 
 
 class _JoinCurve(Structure):
+    _c_name = "remat_join_curve"
     _fields_ = [("n", c_size_t), ("points", POINTER(_JoinCurvePoint))]
 
 
@@ -75,6 +80,8 @@ def _declare() -> None:
 
 
 _declare()
+_lib.check_struct_sizes(_lib.lib, (_CurvePoint, _Curve, _JoinProblem, _JoinCurvePoint,
+                                   _JoinCurve))
 
 
 def bandwidth_per_unit(bandwidth: float | int | str, time_unit: str) -> float:
@@ -122,14 +129,14 @@ def curve(chain: Chain, algorithm: str = "optimal", points: int = 0,
     """remat_curve_compute(): the best time for limits from the smallest
     feasible memory up to the store-all peak (or `memory`). `points` caps the
     number of points (0: every step for optimal, 50 otherwise)."""
-    from . import _options
-    o = _options(chain, memory, algorithm, slots, segments, threads)
+    from . import _chain_ptr, _int, _options
+    cp = _chain_ptr(chain)
+    o = _options(memory, algorithm, slots, segments, threads)
     if bandwidth is not None:
         o.bandwidth = bandwidth_per_unit(bandwidth, chain.time_unit)
-    if isinstance(points, bool) or not isinstance(points, int) or not 0 <= points <= 1000000:
-        raise InputError("points: expected an integer in 0..1000000, got %r" % (points,))
+    points = _int(points, "points", 0, 1000000)
     ptr = POINTER(_Curve)()
-    _call(_lib.lib.remat_curve_compute, chain._ptr, ctypes.byref(o), points, ctypes.byref(ptr))
+    _call(_lib.lib.remat_curve_compute, cp, ctypes.byref(o), points, ctypes.byref(ptr))
     try:
         c = ptr.contents
         pts = [(int(c.points[k].memory), float(c.points[k].time)) for k in range(c.n)]
@@ -186,7 +193,7 @@ def timeline(chain: Chain, schedule: Schedule,
     try:
         r = ptr.contents
         if not r.valid:
-            raise InputError("op %d (%s): %s" % (r.fail_op, r.fail_op_text.decode(),
+            raise InputError("op %d (%s): %s" % (r.failed_op, r.failed_op_text.decode(),
                                                  r.reason.decode()))
         text = ctypes.c_void_p()
         _call(_lib.lib.remat_sim_result_to_json, ptr, ctypes.byref(text))
@@ -217,18 +224,15 @@ class JoinCurve:
 
 
 def _join_problem(problem: PathLike | dict[str, Any]) -> tuple[_JoinProblem, str]:
+    from . import _path, _read_text, _text
     if isinstance(problem, dict):
         text, source = json.dumps(problem), "<python>"
     else:
-        source = os.fspath(problem)
-        try:
-            with open(source, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise _lib.RematIOError("%s: cannot read: %s" % (source, e.strerror)) from e
+        source = os.fsdecode(_path(problem))
+        text = _read_text(problem)  # capped; RematIOError on file errors
     p = _JoinProblem()
-    data = text.encode()
-    _call(_lib.lib.remat_join_problem_from_json, data, len(data), source.encode(),
+    data = text.encode("utf-8")
+    _call(_lib.lib.remat_join_problem_from_json, data, len(data), _text(source, "source"),
           ctypes.byref(p))
     return p, source
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import importlib.resources
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64,
                     c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
@@ -70,38 +70,51 @@ class InternalError(RematError):
     status = "REMAT_E_INTERNAL"
 
 
-_BY_STATUS: dict[int, type[RematError]] = {
-    1: InputError, 2: InfeasibleError, 3: NoMemoryError, 4: TooLargeError, 5: RematIOError,
-    6: InternalError}
+# Exceptions by the C status name (remat_status_name), so no status number is
+# written twice.
+_BY_NAME: dict[str, type[RematError]] = {
+    cls.status: cls for cls in (InputError, InfeasibleError, NoMemoryError, TooLargeError,
+                                RematIOError, InternalError)}
+
+
+# Every Structure below names its C struct in _c_name: at import, its size must
+# equal the library's remat_sizeof(_c_name), or the layouts differ and reading
+# a field would read garbage.
 
 
 class Error(Structure):
+    _c_name = "remat_error"
     _fields_ = [("status", c_int), ("message", c_char * MESSAGE_MAX), ("min_memory", c_uint64)]
 
 
 class Stage(Structure):
+    _c_name = "remat_stage"
     _fields_ = [("name", c_char * NAME_MAX), ("fwd_time", c_double), ("bwd_time", c_double),
                 ("out_bytes", c_uint64), ("saved_bytes", c_uint64), ("grad_bytes", c_uint64),
                 ("fwd_overhead", c_uint64), ("bwd_overhead", c_uint64)]
 
 
 class ChainStruct(Structure):
+    _c_name = "remat_chain"
     _fields_ = [("name", c_char * NAME_MAX), ("time_unit", c_char * 32),
                 ("input_bytes", c_uint64), ("input_grad_bytes", c_uint64),
                 ("n", c_size_t), ("stages", POINTER(Stage))]
 
 
 class Op(Structure):
+    _c_name = "remat_op"
     _fields_ = [("kind", c_uint8), ("value", c_uint8), ("index", c_uint32)]
 
 
 class ScheduleStruct(Structure):
+    _c_name = "remat_schedule"
     _fields_ = [("algorithm", c_char * ALGORITHM_MAX), ("memory_limit", c_uint64),
                 ("time", c_double), ("peak_bytes", c_uint64), ("n_ops", c_size_t),
                 ("cap", c_size_t), ("ops", POINTER(Op))]
 
 
 class SolveOptions(Structure):
+    _c_name = "remat_solve_options"
     _fields_ = [("algorithm", c_int), ("memory", c_uint64), ("slots", c_int64),
                 ("segments", c_uint32), ("bucket_bytes", c_uint64), ("revolve_mode", c_int),
                 ("exact_no_del", c_int), ("bandwidth", c_double), ("offload_values", c_uint32),
@@ -109,22 +122,38 @@ class SolveOptions(Structure):
 
 
 class SimOptions(Structure):
+    _c_name = "remat_sim_options"
     _fields_ = [("bandwidth", c_double), ("record_timeline", c_int)]
 
 
+class SimEvent(Structure):
+    _c_name = "remat_sim_event"
+    _fields_ = [("op", c_size_t), ("lane", c_int), ("start", c_double), ("end", c_double)]
+
+
+class SimMemPoint(Structure):
+    _c_name = "remat_sim_mem_point"
+    _fields_ = [("time", c_double), ("bytes", c_uint64)]
+
+
 class SimResult(Structure):
-    # Leading fields of remat_sim_result; only read through a pointer.
+    _c_name = "remat_sim_result"
     _fields_ = [("valid", c_int), ("time", c_double), ("peak_bytes", c_uint64),
                 ("n_ops", c_size_t), ("mem_during", POINTER(c_uint64)),
-                ("mem_after", POINTER(c_uint64)), ("fail_op", c_size_t),
-                ("fail_op_text", c_char * OP_TEXT_MAX), ("reason", c_char * 256)]
+                ("mem_after", POINTER(c_uint64)), ("failed_op", c_size_t),
+                ("failed_op_text", c_char * OP_TEXT_MAX), ("reason", c_char * 256),
+                ("compute_idle", c_double), ("d2h_idle", c_double), ("h2d_idle", c_double),
+                ("n_events", c_size_t), ("events", POINTER(SimEvent)),
+                ("n_mem_points", c_size_t), ("mem_points", POINTER(SimMemPoint))]
 
 
 class ExecRef(Structure):
+    _c_name = "remat_exec_ref"
     _fields_ = [("kind", c_uint8), ("index", c_uint32)]
 
 
 class ExecStep(Structure):
+    _c_name = "remat_exec_step"
     _fields_ = [("op", Op), ("n_reads", c_size_t), ("reads", ExecRef * EXEC_MAX_REFS),
                 ("n_creates", c_size_t), ("creates", ExecRef * EXEC_MAX_REFS),
                 ("n_frees", c_size_t), ("frees", ExecRef * EXEC_MAX_REFS),
@@ -132,6 +161,7 @@ class ExecStep(Structure):
 
 
 class ExecPlan(Structure):
+    _c_name = "remat_exec_plan"
     _fields_ = [("n_steps", c_size_t), ("steps", POINTER(ExecStep)),
                 ("first_backward", c_size_t), ("peak_bytes", c_uint64), ("time", c_double)]
 
@@ -179,7 +209,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         "remat_version_number": (c_int, []),
         "remat_version_string": (c_char_p, []),
         "remat_status_name": (c_char_p, [c_int]),
+        "remat_strerror": (c_char_p, [c_int]),
         "remat_free": (None, [c_void_p]),
+        "remat_sizeof": (c_size_t, [c_char_p]),
+        "remat_read_file": (c_int, [c_char_p, P(c_void_p), P(c_size_t), P(Error)]),
+        "remat_write_file": (c_int, [c_char_p, c_char_p, c_size_t, P(Error)]),
         "remat_parse_size": (c_int, [c_char_p, P(c_uint64), P(Error)]),
         "remat_chain_create": (c_int, [c_char_p, c_uint64, c_uint64, P(Stage), c_size_t,
                                        P(P(ChainStruct)), P(Error)]),
@@ -188,7 +222,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "remat_chain_load": (c_int, [c_char_p, P(P(ChainStruct)), P(Error)]),
         "remat_chain_to_json": (c_int, [P(ChainStruct), P(c_void_p), P(Error)]),
         "remat_chain_free": (None, [P(ChainStruct)]),
-        "remat_schedule_new": (c_int, [c_char_p, P(P(ScheduleStruct)), P(Error)]),
+        "remat_schedule_create": (c_int, [c_char_p, P(P(ScheduleStruct)), P(Error)]),
         "remat_schedule_push": (c_int, [P(ScheduleStruct), Op, P(Error)]),
         "remat_schedule_free": (None, [P(ScheduleStruct)]),
         "remat_schedule_to_json": (c_int, [P(ScheduleStruct), P(c_void_p), P(Error)]),
@@ -205,7 +239,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "remat_simulate": (c_int, [P(ChainStruct), P(ScheduleStruct), P(SimOptions),
                                    P(P(SimResult)), P(Error)]),
         "remat_sim_result_free": (None, [P(SimResult)]),
-        "remat_exec_plan_build": (c_int, [P(ChainStruct), P(ScheduleStruct), P(P(ExecPlan)),
+        "remat_exec_plan_create": (c_int, [P(ChainStruct), P(ScheduleStruct), P(P(ExecPlan)),
                                           P(Error)]),
         "remat_exec_plan_free": (None, [P(ExecPlan)]),
     }
@@ -215,6 +249,24 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.argtypes = args
 
 
+STRUCTS = (Error, Stage, ChainStruct, Op, ScheduleStruct, SolveOptions, SimOptions, SimEvent,
+           SimMemPoint, SimResult, ExecRef, ExecStep, ExecPlan)
+
+
+def check_struct_sizes(lib: ctypes.CDLL, structs: Iterable[type[Structure]] = STRUCTS) -> None:
+    """Raises ImportError unless every ctypes struct has the size the loaded
+    library reports for its C struct (a field added on one side only)."""
+    wrong: list[str] = []
+    for cls in structs:
+        name = str(vars(cls)["_c_name"])
+        want = int(lib.remat_sizeof(name.encode()))
+        if want != ctypes.sizeof(cls):
+            wrong.append("%s: %d bytes in libremat, %d here" % (name, want, ctypes.sizeof(cls)))
+    if wrong:
+        raise ImportError("remat: this binding does not match the loaded libremat (%s): %s"
+                          % (VERSION_STRING, "; ".join(wrong)))
+
+
 lib = _load()
 _declare(lib)
 VERSION: int = lib.remat_version_number()
@@ -222,6 +274,7 @@ VERSION_STRING: str = lib.remat_version_string().decode()
 if VERSION // 10000 != EXPECTED_MAJOR:
     raise ImportError("remat: libremat %s is not compatible with this binding (major %d expected)"
                       % (VERSION_STRING, EXPECTED_MAJOR))
+check_struct_sizes(lib)
 
 
 def call(fn: Callable[..., int], *args: object) -> None:
@@ -236,7 +289,10 @@ def check(status: int, err: Error) -> None:
     if status == 0:
         return
     msg = err.message.decode("utf-8", "replace")
-    cls = _BY_STATUS.get(status, InternalError)
+    name = lib.remat_status_name(status).decode()
+    if not msg:
+        msg = "%s: %s" % (name, lib.remat_strerror(status).decode())
+    cls = _BY_NAME.get(name, InternalError)
     if cls is InfeasibleError:
         raise InfeasibleError(msg, int(err.min_memory))
     raise cls(msg)

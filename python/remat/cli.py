@@ -9,6 +9,7 @@ The C tool itself never calls Python.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import subprocess
 import sys
@@ -121,6 +122,11 @@ def _plot(args: Sequence[str]) -> int:
         (sys.stdout if args else sys.stderr).write(_PLOT_HELP)
         return 0 if args else 2
     ns = _parsers().parse_args(list(args))
+    inputs = [getattr(ns, k) for k in ("chain", "schedule", "problem") if getattr(ns, k, None)]
+    for path in inputs:  # -o naming an input would destroy it: refused, as the C tool does
+        if os.path.exists(ns.output) and os.path.exists(path) and os.path.samefile(ns.output, path):
+            _fail("-o %s: that is the input file %s; write the output elsewhere"
+                  % (ns.output, path))
     try:
         import matplotlib  # noqa: F401
     except ImportError as e:
@@ -131,10 +137,18 @@ def _plot(args: Sequence[str]) -> int:
         _fail(str(e), 1)
     except (_lib.RematError, ValueError) as e:
         _fail(str(e))
+    # Drawn in memory, then written atomically: a failed write keeps the old file.
+    buf = io.BytesIO()
+    fmt = os.path.splitext(ns.output)[1].lstrip(".").lower() or "png"
     try:
-        fig.savefig(ns.output, dpi=ns.dpi)
+        fig.savefig(buf, format=fmt, dpi=ns.dpi)
     except (OSError, ValueError) as e:
         _fail("%s: cannot write the picture: %s" % (ns.output, e))
+    try:
+        from . import _write_bytes
+        _write_bytes(ns.output, buf.getvalue())
+    except _lib.RematError as e:
+        _fail(str(e))
     return 0
 
 

@@ -4,17 +4,21 @@
 
 #include "internal.h"
 
+/* The accessors answer 0 for a NULL chain or an index past n. */
 uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i) {
+    if (!c || i > c->n || c->n > REMAT_MAX_STAGES || (i && !c->stages)) return 0;
     return i == 0 ? c->input_bytes : c->stages[i - 1].out_bytes;
 }
 
 uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i) {
+    if (!c || i > c->n || c->n > REMAT_MAX_STAGES || (i && !c->stages)) return 0;
     return i == 0 ? c->input_bytes : c->stages[i - 1].saved_bytes;
 }
 
 uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i) {
+    if (!c) return 0;
     if (i == 0) return c->input_grad_bytes;
-    return i >= c->n ? 0 : c->stages[i - 1].grad_bytes;
+    return i >= c->n || c->n > REMAT_MAX_STAGES || !c->stages ? 0 : c->stages[i - 1].grad_bytes;
 }
 
 static remat_status check_time(double v, const char *src, size_t i, const char *field,
@@ -64,21 +68,8 @@ static int total_fits(uint64_t input_bytes, uint64_t input_grad_bytes, const rem
     return total < cap;
 }
 
-remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t input_grad_bytes,
-                                const remat_stage *stages, size_t n, remat_chain **out,
-                                remat_error *err) {
-    return remat__chain_create_src("chain", name, input_bytes, input_grad_bytes, stages, n, out,
-                                   err);
-}
-
-/* remat_chain_create with `src` (a file name) heading the error messages, so
- * the JSON loader shares this one validation path. */
-remat_status remat__chain_create_src(const char *src, const char *name, uint64_t input_bytes,
-                                     uint64_t input_grad_bytes, const remat_stage *stages,
-                                     size_t n, remat_chain **out, remat_error *err) {
-    remat__clear(err);
-    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_create: out is NULL");
-    *out = NULL;
+static remat_status check_chain(const char *src, uint64_t input_bytes, uint64_t input_grad_bytes,
+                                const remat_stage *stages, size_t n, remat_error *err) {
     REMAT__RETURN_IF(n == 0, err, REMAT_E_INPUT,
                      "%s: stages: empty; a chain needs at least the loss stage", src);
     REMAT__RETURN_IF(n > REMAT_MAX_STAGES, err, REMAT_E_INPUT,
@@ -91,26 +82,70 @@ remat_status remat__chain_create_src(const char *src, const char *name, uint64_t
     REMAT__RETURN_IF(input_grad_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
                      "%s: input_grad_bytes: size %llu is 2^53 or more", src,
                      (unsigned long long)input_grad_bytes);
-    for (size_t i = 0; i < n; i++) REMAT__FORWARD(remat__stage_validate(&stages[i], src, i, err));
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        REMAT__FORWARD(remat__stage_validate(&stages[i], src, i, err));
+        total += stages[i].fwd_time + stages[i].bwd_time;
+    }
+    /* Each time is finite, but their sum may not be: then no time computed
+     * from this chain could be written or compared. */
+    REMAT__RETURN_IF(!isfinite(total), err, REMAT_E_INPUT,
+                     "%s: stages: the times add up to more than the largest finite number", src);
     REMAT__RETURN_IF(!total_fits(input_bytes, input_grad_bytes, stages, n), err, REMAT_E_INPUT,
                      "%s: stages: the sizes add up to 2^62 bytes or more", src);
+    return REMAT_OK;
+}
 
-    remat_chain *c = calloc(1, sizeof *c);
+remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_error *err) {
+    REMAT__RETURN_IF(!c, err, REMAT_E_INPUT, "%s: the chain is NULL", who);
+    REMAT__RETURN_IF(c->n == 0 || c->n > REMAT_MAX_STAGES || !c->stages, err, REMAT_E_INPUT,
+                     "%s: the chain has %zu stages%s", who, c->n,
+                     c->stages ? "" : " and no stage array");
+    REMAT__RETURN_IF(
+        !memchr(c->name, '\0', sizeof c->name) || !memchr(c->time_unit, '\0', sizeof c->time_unit),
+        err, REMAT_E_INPUT, "%s: the chain's name or time_unit is not terminated", who);
+    for (size_t i = 0; i < c->n; i++)
+        REMAT__RETURN_IF(!memchr(c->stages[i].name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
+                         "%s: stages[%zu].name is not terminated", who, i);
+    REMAT__FORWARD(check_chain(who, c->input_bytes, c->input_grad_bytes, c->stages, c->n, err));
+    REMAT__RETURN_IF(c->stages[c->n - 1].grad_bytes != 0, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].grad_bytes: the loss' gradient (the seed) must be 0", who,
+                     c->n - 1);
+    return REMAT_OK;
+}
+
+remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t input_grad_bytes,
+                                const remat_stage *stages, size_t n, remat_chain **out,
+                                remat_error *err) {
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_create: out is NULL");
+    REMAT__FORWARD(check_chain("chain", input_bytes, input_grad_bytes, stages, n, err));
     remat_stage *st = remat__calloc(n, sizeof *st);
-    if (!c || !st) {
-        free(c);
-        free(st);
-        return remat__fail(err, REMAT_E_NOMEM, "chain: out of memory");
-    }
+    REMAT__RETURN_IF(!st, err, REMAT_E_NOMEM, "chain: out of memory for %zu stages", n);
     memcpy(st, stages, n * sizeof *st);
-    for (size_t i = 0; i < n; i++) st[i].name[REMAT_NAME_MAX - 1] = '\0';
-    st[n - 1].grad_bytes = 0; /* the seed d[n] counts 0 */
+    return remat__chain_adopt("chain", name, input_bytes, input_grad_bytes, st, n, out, err);
+}
+
+remat_status remat__chain_adopt(const char *src, const char *name, uint64_t input_bytes,
+                                uint64_t input_grad_bytes, remat_stage *stages, size_t n,
+                                remat_chain **out, remat_error *err) {
+    *out = NULL;
+    remat_status s = check_chain(src, input_bytes, input_grad_bytes, stages, n, err);
+    remat_chain *c = s == REMAT_OK ? calloc(1, sizeof *c) : NULL;
+    if (s == REMAT_OK && !c) s = remat__fail(err, REMAT_E_NOMEM, "chain: out of memory");
+    if (s != REMAT_OK) {
+        free(stages);
+        return s;
+    }
+    for (size_t i = 0; i < n; i++) stages[i].name[REMAT_NAME_MAX - 1] = '\0';
+    stages[n - 1].grad_bytes = 0; /* the seed d[n] counts 0 */
     remat__strlcpy(c->name, name ? name : "", sizeof c->name);
     remat__strlcpy(c->time_unit, "", sizeof c->time_unit);
     c->input_bytes = input_bytes;
     c->input_grad_bytes = input_grad_bytes;
     c->n = n;
-    c->stages = st;
+    c->stages = stages;
     *out = c;
     return REMAT_OK;
 }

@@ -1,6 +1,6 @@
 /* The "remat-chain-1" document: reader and writer (SPEC section 3,
  * docs/formats.md). The reader checks types and number forms; everything
- * about the model itself is checked by remat__chain_create_src, the one path
+ * about the model itself is checked by remat__chain_adopt, the one path
  * every chain goes through. */
 #include <stdio.h>
 #include <string.h>
@@ -8,74 +8,122 @@
 #include "json_util.h"
 #include "sim_core.h"
 
-/* Reads stages[i] into *st. */
-static remat_status read_stage(const cJSON *obj, size_t i, const char *src, remat_stage *st,
-                               remat_error *err) {
-    char prefix[48];
+/* Fields of a stage, in the order their absence is reported. */
+enum { F_FWD, F_BWD, F_OUT, F_SAVED, F_GRAD, F_FWD_OV, F_BWD_OV, F_NAME, F_COUNT };
+static const char *const stage_keys[F_COUNT] = {
+    "fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
+    "fwd_overhead", "bwd_overhead", "name"};
+
+static int key_index(const char *const *keys, int n, const char *key) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(keys[k], key) == 0) return k;
+    return -1;
+}
+
+/* Reads stage i, the object at js, into *st. When a key appears twice, the
+ * first one counts. */
+static remat_status read_stage(remat__js *js, size_t i, remat_stage *st) {
+    char prefix[48], key[32];
     snprintf(prefix, sizeof prefix, "stages[%zu].", i);
-    REMAT__RETURN_IF(!cJSON_IsObject(obj), err, REMAT_E_INPUT,
-                     "%s: stages[%zu]: expected an object, got %s", src, i,
-                     remat__json_type_name(obj));
-    REMAT__FORWARD(remat__json_string(obj, "name", src, prefix, 0, st->name, sizeof st->name, err));
-    REMAT__FORWARD(remat__json_time(obj, "fwd_time", src, prefix, 1, 0, &st->fwd_time, err));
-    REMAT__FORWARD(remat__json_time(obj, "bwd_time", src, prefix, 1, 0, &st->bwd_time, err));
-    REMAT__FORWARD(remat__json_bytes(obj, "out_bytes", src, prefix, 1, 0, &st->out_bytes, err));
-    REMAT__FORWARD(remat__json_bytes(obj, "saved_bytes", src, prefix, 1, 0, &st->saved_bytes, err));
-    REMAT__FORWARD(remat__json_bytes(obj, "grad_bytes", src, prefix, 0, st->out_bytes,
-                                     &st->grad_bytes, err));
-    REMAT__FORWARD(remat__json_bytes(obj, "fwd_overhead", src, prefix, 0, 0, &st->fwd_overhead, err));
-    REMAT__FORWARD(remat__json_bytes(obj, "bwd_overhead", src, prefix, 0, 0, &st->bwd_overhead, err));
-    return REMAT_OK;
-}
-
-/* Reads the stages array into a new table *out of *n stages (free()). */
-static remat_status read_stages(const cJSON *doc, const char *src, remat_stage **out, size_t *n,
-                                remat_error *err) {
-    *out = NULL;
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "stages");
-    REMAT__RETURN_IF(!arr, err, REMAT_E_INPUT, "%s: stages: missing required field", src);
-    REMAT__RETURN_IF(!cJSON_IsArray(arr), err, REMAT_E_INPUT, "%s: stages: expected an array, got %s",
-                     src, remat__json_type_name(arr));
-    size_t count = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr) count++;
-    REMAT__RETURN_IF(count == 0, err, REMAT_E_INPUT,
-                     "%s: stages: empty; a chain needs at least the loss stage", src);
-    REMAT__RETURN_IF(count > REMAT_MAX_STAGES, err, REMAT_E_INPUT,
-                     "%s: stages: %zu stages, more than the limit of %u", src, count,
-                     REMAT_MAX_STAGES);
-    remat_stage *st = remat__calloc(count, sizeof *st);
-    REMAT__RETURN_IF(!st, err, REMAT_E_NOMEM, "%s: out of memory for %zu stages", src, count);
-    size_t i = 0;
-    cJSON_ArrayForEach(it, arr) {
-        remat_status s = read_stage(it, i, src, &st[i], err);
-        if (s != REMAT_OK) {
-            free(st);
-            return s;
+    remat__js_type t = remat__js_peek(js);
+    REMAT__RETURN_IF(t != REMAT__JS_OBJECT, js->err, REMAT_E_INPUT,
+                     "%s: stages[%zu]: expected an object, got %s", js->src, i,
+                     remat__js_type_name(t));
+    unsigned seen = 0;
+    remat_status s = REMAT_OK;
+    remat__js_begin(js);
+    for (size_t m = 0; remat__js_object_next(js, m, key, sizeof key, &s); m++) {
+        int f = key_index(stage_keys, F_COUNT, key);
+        if (f < 0 || (seen & (1u << f))) {
+            remat__js_skip(js);
+            continue;
         }
-        i++;
+        seen |= 1u << f;
+        switch (f) {
+        case F_FWD: s = remat__js_time(js, prefix, key, &st->fwd_time); break;
+        case F_BWD: s = remat__js_time(js, prefix, key, &st->bwd_time); break;
+        case F_OUT: s = remat__js_bytes(js, prefix, key, &st->out_bytes); break;
+        case F_SAVED: s = remat__js_bytes(js, prefix, key, &st->saved_bytes); break;
+        case F_GRAD: s = remat__js_bytes(js, prefix, key, &st->grad_bytes); break;
+        case F_FWD_OV: s = remat__js_bytes(js, prefix, key, &st->fwd_overhead); break;
+        case F_BWD_OV: s = remat__js_bytes(js, prefix, key, &st->bwd_overhead); break;
+        default: s = remat__js_string(js, prefix, key, st->name, sizeof st->name); break;
+        }
+        if (s != REMAT_OK) return s;
     }
-    *out = st;
-    *n = count;
+    REMAT__FORWARD(s);
+    for (int f = F_FWD; f <= F_SAVED; f++)
+        REMAT__RETURN_IF(!(seen & (1u << f)), js->err, REMAT_E_INPUT,
+                         "%s: %s%s: missing required field", js->src, prefix, stage_keys[f]);
+    if (!(seen & (1u << F_GRAD))) st->grad_bytes = st->out_bytes;
     return REMAT_OK;
 }
 
-static remat_status chain_from_doc(const cJSON *doc, const char *src, remat_chain **out,
-                                   remat_error *err) {
-    char name[REMAT_NAME_MAX] = "";
+/* Reads the stages array at js into st[count] (count from remat__js_open). */
+static remat_status read_stages(remat__js *js, remat_stage *st, size_t count) {
+    remat__js_begin(js);
+    for (size_t i = 0; remat__js_array_next(js, i); i++) {
+        if (i >= count) return remat__fail(js->err, REMAT_E_INTERNAL, "stages: miscounted");
+        REMAT__FORWARD(read_stage(js, i, &st[i]));
+    }
+    return REMAT_OK;
+}
+
+enum { T_NAME, T_UNIT, T_INPUT, T_INPUT_GRAD, T_STAGES, T_COUNT };
+static const char *const top_keys[T_COUNT] = {"name", "time_unit", "input_bytes",
+                                              "input_grad_bytes", "stages"};
+
+/* The stages table for a checked "stages" member at js of `count` elements. */
+static remat_status stages_table(remat__js *js, size_t count, remat_stage **out) {
+    remat__js_type t = remat__js_peek(js);
+    REMAT__RETURN_IF(t != REMAT__JS_ARRAY, js->err, REMAT_E_INPUT,
+                     "%s: stages: expected an array, got %s", js->src, remat__js_type_name(t));
+    REMAT__RETURN_IF(count == 0, js->err, REMAT_E_INPUT,
+                     "%s: stages: empty; a chain needs at least the loss stage", js->src);
+    REMAT__RETURN_IF(count > REMAT_MAX_STAGES, js->err, REMAT_E_INPUT,
+                     "%s: stages: %zu stages, more than the limit of %u", js->src, count,
+                     REMAT_MAX_STAGES);
+    *out = remat__calloc(count, sizeof **out);
+    REMAT__RETURN_IF(!*out, js->err, REMAT_E_NOMEM, "%s: out of memory for %zu stages", js->src,
+                     count);
+    return read_stages(js, *out, count);
+}
+
+static remat_status chain_from_doc(remat__js *js, size_t count, remat_chain **out) {
+    char name[REMAT_NAME_MAX] = "", key[32];
     char unit[sizeof((remat_chain *)0)->time_unit] = "";
-    uint64_t input_bytes, input_grad_bytes;
-    REMAT__FORWARD(remat__json_string(doc, "name", src, "", 0, name, sizeof name, err));
-    REMAT__FORWARD(remat__json_string(doc, "time_unit", src, "", 0, unit, sizeof unit, err));
-    REMAT__FORWARD(remat__json_bytes(doc, "input_bytes", src, "", 1, 0, &input_bytes, err));
-    REMAT__FORWARD(remat__json_bytes(doc, "input_grad_bytes", src, "", 0, input_bytes,
-                                     &input_grad_bytes, err));
+    uint64_t input_bytes = 0, input_grad_bytes = 0;
     remat_stage *stages = NULL;
-    size_t n = 0;
-    REMAT__FORWARD(read_stages(doc, src, &stages, &n, err));
-    remat_status s =
-        remat__chain_create_src(src, name, input_bytes, input_grad_bytes, stages, n, out, err);
-    free(stages);
+    unsigned seen = 0;
+    remat_status s = REMAT_OK;
+    remat__js_begin(js);
+    for (size_t m = 0; s == REMAT_OK && remat__js_object_next(js, m, key, sizeof key, &s); m++) {
+        int f = key_index(top_keys, T_COUNT, key);
+        if (f < 0 || (seen & (1u << f))) {
+            remat__js_skip(js);
+            continue;
+        }
+        seen |= 1u << f;
+        switch (f) {
+        case T_NAME: s = remat__js_string(js, "", key, name, sizeof name); break;
+        case T_UNIT: s = remat__js_string(js, "", key, unit, sizeof unit); break;
+        case T_INPUT: s = remat__js_bytes(js, "", key, &input_bytes); break;
+        case T_INPUT_GRAD: s = remat__js_bytes(js, "", key, &input_grad_bytes); break;
+        default: s = stages_table(js, count, &stages); break;
+        }
+    }
+    if (s == REMAT_OK && !(seen & (1u << T_INPUT)))
+        s = remat__fail(js->err, REMAT_E_INPUT, "%s: input_bytes: missing required field", js->src);
+    if (s == REMAT_OK && !(seen & (1u << T_STAGES)))
+        s = remat__fail(js->err, REMAT_E_INPUT, "%s: stages: missing required field", js->src);
+    if (s != REMAT_OK) {
+        free(stages);
+        return s;
+    }
+    if (!(seen & (1u << T_INPUT_GRAD))) input_grad_bytes = input_bytes;
+    /* The table is handed over, not copied: one copy of the stages at a time. */
+    s = remat__chain_adopt(js->src, name, input_bytes, input_grad_bytes, stages, count, out,
+                           js->err);
     if (s == REMAT_OK) remat__strlcpy((*out)->time_unit, unit, sizeof (*out)->time_unit);
     return s;
 }
@@ -83,23 +131,22 @@ static remat_status chain_from_doc(const cJSON *doc, const char *src, remat_chai
 remat_status remat_chain_from_json(const char *text, size_t len, const char *source,
                                    remat_chain **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_from_json: out is NULL");
-    *out = NULL;
     const char *src = source ? source : "<string>";
-    cJSON *doc;
-    REMAT__FORWARD(remat__json_parse(text, len, src, "remat-chain-1", &doc, err));
-    remat_status s = chain_from_doc(doc, src, out, err);
-    cJSON_Delete(doc);
-    return s;
+    remat__js js;
+    size_t count = 0;
+    REMAT__FORWARD(remat__js_open(&js, text, len, src, "remat-chain-1", "stages", &count, err));
+    return chain_from_doc(&js, count, out);
 }
 
 remat_status remat_chain_load(const char *path, remat_chain **out, remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_chain_load: NULL argument");
-    *out = NULL;
     char *text;
     size_t len;
-    REMAT__FORWARD(remat__json_read(path, &text, &len, err));
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_chain_from_json(text, len, path, out, err);
     free(text);
     return s;
@@ -129,8 +176,9 @@ static void put_stage(remat__buf *b, const remat_stage *s) {
 
 remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!c || !out, err, REMAT_E_INPUT, "remat_chain_to_json: NULL argument");
-    *out = NULL;
+    if (out) *out = NULL; /* on failure too, as documented */
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_chain_to_json: NULL argument");
+    REMAT__FORWARD(remat__chain_validate(c, "remat_chain_to_json", err));
     remat__buf b = {0};
     remat__buf_printf(&b, "{\n  \"format\": \"remat-chain-1\",\n  ");
     put_string(&b, "name", c->name);
@@ -151,7 +199,7 @@ remat_status remat_chain_save(const remat_chain *c, const char *path, remat_erro
     REMAT__RETURN_IF(!path, err, REMAT_E_INPUT, "remat_chain_save: path is NULL");
     char *text;
     REMAT__FORWARD(remat_chain_to_json(c, &text, err));
-    remat_status s = remat__write_file(path, text, err);
+    remat_status s = remat_write_file(path, text, strlen(text), err);
     remat_free(text);
     return s;
 }

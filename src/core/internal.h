@@ -63,15 +63,26 @@ void remat__buf_printf(remat__buf *b, const char *fmt, ...) REMAT__PRINTF(2, 3);
 /* Hands the text to *out (caller frees with remat_free) or reports NOMEM. */
 remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err);
 
-/* Reads a whole file; *out is NUL-terminated, free with free(). */
-remat_status remat__read_file(const char *path, char **out, size_t *len, remat_error *err);
-remat_status remat__write_file(const char *path, const char *text, remat_error *err);
+/* remat_read_file with its own cap of max bytes (file_io.c). */
+remat_status remat__read_file_max(const char *path, size_t max, char **out, size_t *len,
+                                  remat_error *err);
 
-/* remat_chain_create with `src` (e.g. a file name) heading its error messages
- * (chain.c); the JSON loader builds chains through it. */
-remat_status remat__chain_create_src(const char *src, const char *name, uint64_t input_bytes,
-                                     uint64_t input_grad_bytes, const remat_stage *stages,
-                                     size_t n, remat_chain **out, remat_error *err);
+/* Validates a chain like remat_chain_create (`src`, e.g. a file name, heads
+ * the messages) and hands it `stages` (n entries, malloc'd) without a copy:
+ * on success the chain owns them, on failure they are freed (chain.c). */
+remat_status remat__chain_adopt(const char *src, const char *name, uint64_t input_bytes,
+                                uint64_t input_grad_bytes, remat_stage *stages, size_t n,
+                                remat_chain **out, remat_error *err);
+
+/* Checks a struct a caller hands in, so that no public function reads out of
+ * bounds or past a missing NUL on a struct the caller built or changed:
+ * a chain as remat_chain_create would accept it (chain.c); a schedule with
+ * its ops present, n_ops <= cap when cap is set, and a NUL-terminated
+ * algorithm (schedule.c); a join problem as remat_join_problem_set would
+ * accept it (join_model.c). `who` heads the message. */
+remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_error *err);
+remat_status remat__schedule_validate(const remat_schedule *s, const char *who, remat_error *err);
+remat_status remat__join_problem_validate(const void *p, const char *who, remat_error *err);
 
 /* Number of worker threads to use for a request of `want` (0 = online cores). */
 unsigned remat__threads(unsigned want);

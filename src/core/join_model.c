@@ -1,10 +1,10 @@
 /* Join problems and schedules: validation, JSON I/O and the Table 3 simulator. */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "json_util.h"
+#include "sim_core.h"
 #include "remat/join.h"
 
 #define JOIN_FORMAT "remat-join-1"
@@ -44,120 +44,144 @@ static remat_status problem_check(remat_join_problem *out, size_t k, const uint3
     return REMAT_OK;
 }
 
-remat_status remat_join_problem_init(remat_join_problem *out, size_t k, const uint32_t *lengths,
-                                     double fwd_time, double bwd_time, double turn_time,
-                                     uint64_t slots, remat_error *err) {
+remat_status remat__join_problem_validate(const void *problem, const char *who,
+                                         remat_error *err) {
+    const remat_join_problem *p = problem;
+    REMAT__RETURN_IF(!p, err, REMAT_E_INPUT, "%s: the join problem is NULL", who);
+    remat_join_problem copy;
+    return problem_check(&copy, p->k, p->lengths, p->fwd_time, p->bwd_time, p->turn_time, p->slots,
+                         who, err);
+}
+
+remat_status remat_join_problem_set(remat_join_problem *out, size_t k, const uint32_t *lengths,
+                                    double fwd_time, double bwd_time, double turn_time,
+                                    uint64_t slots, remat_error *err) {
     return problem_check(out, k, lengths, fwd_time, bwd_time, turn_time, slots, "join problem",
                          err);
 }
 
-/* A JSON number that is an integer in [lo, hi]. */
-static remat_status json_uint(const cJSON *v, uint64_t lo, uint64_t hi, const char *src,
-                              const char *field, uint64_t *out, remat_error *err) {
-    REMAT__RETURN_IF(!v, err, REMAT_E_INPUT, "%s: field \"%s\" is missing", src, field);
-    REMAT__RETURN_IF(!cJSON_IsNumber(v), err, REMAT_E_INPUT, "%s: field \"%s\": must be a number",
-                     src, field);
-    double d = v->valuedouble;
-    REMAT__RETURN_IF(!isfinite(d) || d != floor(d), err, REMAT_E_INPUT,
+/* The number at js, an integer in [lo, hi]. */
+static remat_status json_uint(remat__js *js, uint64_t lo, uint64_t hi, const char *field,
+                              uint64_t *out) {
+    const char *src = js->src;
+    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_NUMBER, js->err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be a number", src, field);
+    double d;
+    REMAT__FORWARD(remat__js_number(js, "", field, &d));
+    REMAT__RETURN_IF(d != floor(d), js->err, REMAT_E_INPUT,
                      "%s: field \"%s\": must be an integer (got %g)", src, field, d);
-    REMAT__RETURN_IF(d < (double)lo || d > (double)hi, err, REMAT_E_INPUT,
+    REMAT__RETURN_IF(d < (double)lo || d > (double)hi, js->err, REMAT_E_INPUT,
                      "%s: field \"%s\": must be %llu to %llu (got %g)", src, field,
                      (unsigned long long)lo, (unsigned long long)hi, d);
     *out = (uint64_t)d;
     return REMAT_OK;
 }
 
-static remat_status json_time(const cJSON *root, const char *src, const char *field, double *out,
-                              remat_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, field);
-    REMAT__RETURN_IF(!v, err, REMAT_E_INPUT, "%s: field \"%s\" is missing", src, field);
-    REMAT__RETURN_IF(!cJSON_IsNumber(v), err, REMAT_E_INPUT, "%s: field \"%s\": must be a number",
-                     src, field);
-    *out = v->valuedouble;
-    return check_time(*out, src, field, err);
+static remat_status json_time(remat__js *js, const char *field, double *out) {
+    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_NUMBER, js->err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be a number", js->src, field);
+    REMAT__FORWARD(remat__js_number(js, "", field, out));
+    return check_time(*out, js->src, field, js->err);
 }
 
-static remat_status check_format(const cJSON *root, const char *want, const char *src,
-                                 remat_error *err) {
-    REMAT__RETURN_IF(!cJSON_IsObject(root), err, REMAT_E_INPUT, "%s: not a JSON object", src);
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
-    REMAT__RETURN_IF(!cJSON_IsString(f), err, REMAT_E_INPUT,
-                     "%s: field \"format\" is missing or not a string", src);
-    REMAT__RETURN_IF(strcmp(f->valuestring, want) != 0, err, REMAT_E_INPUT,
-                     "%s: field \"format\": expected \"%s\", got \"%.64s\"", src, want,
-                     f->valuestring);
+/* The branches array at js (count elements, from remat__js_open). */
+static remat_status read_branches(remat__js *js, size_t count, uint32_t *lengths) {
+    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_ARRAY, js->err, REMAT_E_INPUT,
+                     "%s: field \"branches\": must be an array of lengths", js->src);
+    REMAT__RETURN_IF(count < 1 || count > REMAT_JOIN_MAX_BRANCHES, js->err, REMAT_E_INPUT,
+                     "%s: field \"branches\": needs 1 to %u branches (got %zu)", js->src,
+                     REMAT_JOIN_MAX_BRANCHES, count);
+    char field[48];
+    remat__js_begin(js);
+    for (size_t j = 0; remat__js_array_next(js, j); j++) {
+        uint64_t v;
+        snprintf(field, sizeof field, "branches[%zu]", j);
+        REMAT__FORWARD(json_uint(js, 1, REMAT_JOIN_MAX_LENGTH, field, &v));
+        lengths[j] = (uint32_t)v;
+    }
     return REMAT_OK;
 }
 
-static remat_status problem_from_cjson(const cJSON *root, const char *src,
-                                       remat_join_problem *out, remat_error *err) {
-    REMAT__FORWARD(check_format(root, JOIN_FORMAT, src, err));
-    const cJSON *br = cJSON_GetObjectItemCaseSensitive(root, "branches");
-    REMAT__RETURN_IF(!br, err, REMAT_E_INPUT, "%s: field \"branches\" is missing", src);
-    REMAT__RETURN_IF(!cJSON_IsArray(br), err, REMAT_E_INPUT,
-                     "%s: field \"branches\": must be an array of lengths", src);
-    int n = cJSON_GetArraySize(br);
-    REMAT__RETURN_IF(n < 1 || n > (int)REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
-                     "%s: field \"branches\": needs 1 to %u branches (got %d)", src,
-                     REMAT_JOIN_MAX_BRANCHES, n);
+/* Index of key in keys[n], or -1; a key already seen counts as unknown (the
+ * first occurrence counts). */
+static int member(const char *const *keys, int n, const char *key, unsigned *seen) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(keys[k], key) == 0) {
+            if (*seen & (1u << k)) return -1;
+            *seen |= 1u << k;
+            return k;
+        }
+    return -1;
+}
+
+enum { P_BRANCHES, P_FWD, P_BWD, P_TURN, P_SLOTS, P_COUNT };
+static const char *const problem_keys[P_COUNT] = {"branches", "fwd_time", "bwd_time",
+                                                  "turn_time", "slots"};
+
+static remat_status problem_from_doc(remat__js *js, size_t count, remat_join_problem *out) {
     uint32_t lengths[REMAT_JOIN_MAX_BRANCHES];
-    char field[48];
-    for (int j = 0; j < n; j++) {
-        uint64_t v;
-        snprintf(field, sizeof field, "branches[%d]", j);
-        REMAT__FORWARD(json_uint(cJSON_GetArrayItem(br, j), 1, REMAT_JOIN_MAX_LENGTH, src, field,
-                                 &v, err));
-        lengths[j] = (uint32_t)v;
-    }
-    double uf, ub, ut;
-    REMAT__FORWARD(json_time(root, src, "fwd_time", &uf, err));
-    REMAT__FORWARD(json_time(root, src, "bwd_time", &ub, err));
-    REMAT__FORWARD(json_time(root, src, "turn_time", &ut, err));
+    double t[3] = {0, 0, 0};
     uint64_t slots = 0;
-    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(root, "slots");
-    if (sl) REMAT__FORWARD(json_uint(sl, 1, ((uint64_t)1 << 53) - 1, src, "slots", &slots, err));
-    return problem_check(out, (size_t)n, lengths, uf, ub, ut, slots, src, err);
+    unsigned seen = 0;
+    char key[32];
+    remat_status st = REMAT_OK;
+    remat__js_begin(js);
+    for (size_t m = 0; st == REMAT_OK && remat__js_object_next(js, m, key, sizeof key, &st); m++) {
+        int f = member(problem_keys, P_COUNT, key, &seen);
+        if (f == P_BRANCHES) st = read_branches(js, count, lengths);
+        else if (f >= P_FWD && f <= P_TURN) st = json_time(js, key, &t[f - P_FWD]);
+        else if (f == P_SLOTS) st = json_uint(js, 1, ((uint64_t)1 << 53) - 1, key, &slots);
+        else remat__js_skip(js);
+    }
+    REMAT__FORWARD(st);
+    for (int f = 0; f < P_SLOTS; f++)
+        REMAT__RETURN_IF(!(seen & (1u << f)), js->err, REMAT_E_INPUT,
+                         "%s: field \"%s\" is missing", js->src, problem_keys[f]);
+    return problem_check(out, count, lengths, t[0], t[1], t[2], slots, js->src, js->err);
 }
 
 remat_status remat_join_problem_from_json(const char *text, size_t len, const char *source,
                                           remat_join_problem *out, remat_error *err) {
+    remat__clear(err);
     const char *src = source ? source : "<string>";
     REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    REMAT__RETURN_IF(!root, err, REMAT_E_INPUT, "%s: not valid JSON", src);
-    remat_status s = problem_from_cjson(root, src, out, err);
-    cJSON_Delete(root);
-    return s;
+    remat__js js;
+    size_t count = 0;
+    REMAT__FORWARD(remat__js_open(&js, text, len, src, JOIN_FORMAT, "branches", &count, err));
+    return problem_from_doc(&js, count, out);
 }
 
 remat_status remat_join_problem_load(const char *path, remat_join_problem *out, remat_error *err) {
     char *text = NULL;
     size_t len = 0;
-    REMAT__RETURN_IF(!path, err, REMAT_E_INPUT, "remat_join_problem_load: path is NULL");
-    REMAT__FORWARD(remat__read_file(path, &text, &len, err));
+    remat__clear(err);
+    REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_problem_load: NULL argument");
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_join_problem_from_json(text, len, path, out, err);
     free(text);
     return s;
 }
 
 int remat_join_is_problem_json(const char *text, size_t len) {
-    if (!text) return 0;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
-    int yes = cJSON_IsString(f) && strcmp(f->valuestring, JOIN_FORMAT) == 0;
-    cJSON_Delete(root);
-    return yes;
+    return remat__js_has_format(text, len, JOIN_FORMAT);
 }
 
 remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
                                         remat_error *err) {
-    REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_problem_to_json: NULL argument");
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_join_problem_to_json: NULL argument");
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_problem_to_json", err));
     remat__buf b = {0};
     remat__buf_printf(&b, "{\"format\": \"%s\", \"branches\": [", JOIN_FORMAT);
     for (size_t j = 0; j < p->k; j++)
         remat__buf_printf(&b, "%s%u", j ? ", " : "", (unsigned)p->lengths[j]);
-    remat__buf_printf(&b, "], \"fwd_time\": %.17g, \"bwd_time\": %.17g, \"turn_time\": %.17g",
-                      p->fwd_time, p->bwd_time, p->turn_time);
+    remat__buf_printf(&b, "], \"fwd_time\": ");
+    remat__json_number(&b, p->fwd_time);
+    remat__buf_printf(&b, ", \"bwd_time\": ");
+    remat__json_number(&b, p->bwd_time);
+    remat__buf_printf(&b, ", \"turn_time\": ");
+    remat__json_number(&b, p->turn_time);
     if (p->slots) remat__buf_printf(&b, ", \"slots\": %llu", (unsigned long long)p->slots);
     remat__buf_printf(&b, "}\n");
     return remat__buf_finish(&b, out, err);
@@ -168,6 +192,7 @@ remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
 static const char *const op_names[] = {"F", "Fb", "T", "S", "D", "Db"};
 
 void remat_join_op_format(remat_join_op op, char out[REMAT_JOIN_OP_TEXT_MAX]) {
+    if (!out) return;
     if (op.kind > REMAT_JOIN_OP_DB)
         snprintf(out, REMAT_JOIN_OP_TEXT_MAX, "?");
     else if (op.kind == REMAT_JOIN_OP_T)
@@ -224,12 +249,19 @@ void remat_join_schedule_free(remat_join_schedule *s) {
 
 remat_status remat_join_schedule_to_json(const remat_join_schedule *s, char **out,
                                          remat_error *err) {
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!s || !out, err, REMAT_E_INPUT, "remat_join_schedule_to_json: NULL argument");
+    REMAT__RETURN_IF(s->n_ops && !s->ops, err, REMAT_E_INPUT,
+                     "remat_join_schedule_to_json: %zu ops but no op array", s->n_ops);
+    REMAT__RETURN_IF(!memchr(s->algorithm, '\0', sizeof s->algorithm), err, REMAT_E_INPUT,
+                     "remat_join_schedule_to_json: the algorithm is not terminated");
     remat__buf b = {0};
-    remat__buf_printf(&b,
-                      "{\n  \"format\": \"%s\",\n  \"algorithm\": \"%s\",\n  \"slots\": %llu,\n"
-                      "  \"time\": %.17g,\n  \"peak_slots\": %llu,\n  \"ops\": [",
-                      JOIN_SCHEDULE_FORMAT, s->algorithm, (unsigned long long)s->slots, s->time,
+    remat__buf_printf(&b, "{\n  \"format\": \"%s\",\n  \"algorithm\": \"", JOIN_SCHEDULE_FORMAT);
+    remat__buf_json_string(&b, s->algorithm);
+    remat__buf_printf(&b, "\",\n  \"slots\": %llu,\n  \"time\": ", (unsigned long long)s->slots);
+    remat__json_number(&b, s->time);
+    remat__buf_printf(&b, ",\n  \"peak_slots\": %llu,\n  \"ops\": [",
                       (unsigned long long)s->peak_slots);
     char t[REMAT_JOIN_OP_TEXT_MAX];
     for (size_t i = 0; i < s->n_ops; i++) {
@@ -240,52 +272,71 @@ remat_status remat_join_schedule_to_json(const remat_join_schedule *s, char **ou
     return remat__buf_finish(&b, out, err);
 }
 
-static remat_status schedule_from_cjson(const cJSON *root, const char *src,
-                                        remat_join_schedule *s, remat_error *err) {
-    REMAT__FORWARD(check_format(root, JOIN_SCHEDULE_FORMAT, src, err));
-    const cJSON *alg = cJSON_GetObjectItemCaseSensitive(root, "algorithm");
-    if (cJSON_IsString(alg)) remat__strlcpy(s->algorithm, alg->valuestring, sizeof s->algorithm);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "slots");
-    if (v) REMAT__FORWARD(json_uint(v, 0, ((uint64_t)1 << 53) - 1, src, "slots", &s->slots, err));
-    v = cJSON_GetObjectItemCaseSensitive(root, "peak_slots");
-    if (v)
-        REMAT__FORWARD(
-            json_uint(v, 0, ((uint64_t)1 << 53) - 1, src, "peak_slots", &s->peak_slots, err));
-    if (cJSON_GetObjectItemCaseSensitive(root, "time"))
-        REMAT__FORWARD(json_time(root, src, "time", &s->time, err));
-    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(root, "ops");
-    REMAT__RETURN_IF(!cJSON_IsArray(ops), err, REMAT_E_INPUT,
-                     "%s: field \"ops\" is missing or not an array", src);
-    int n = cJSON_GetArraySize(ops);
-    REMAT__RETURN_IF((size_t)n > REMAT_JOIN_MAX_OPS, err, REMAT_E_TOO_LARGE,
-                     "%s: field \"ops\": more than %zu ops", src, REMAT_JOIN_MAX_OPS);
-    s->ops = remat__calloc((size_t)n, sizeof *s->ops);
-    REMAT__RETURN_IF(!s->ops, err, REMAT_E_NOMEM, "%s: out of memory", src);
-    s->cap = (size_t)n;
-    int i = 0;
-    for (const cJSON *it = ops->child; it; it = it->next, i++) {
-        REMAT__RETURN_IF(!cJSON_IsString(it), err, REMAT_E_INPUT,
-                         "%s: field \"ops[%d]\": must be a string", src, i);
+/* The ops array at js, count elements, into an exact table. */
+static remat_status read_join_ops(remat__js *js, size_t count, remat_join_schedule *s) {
+    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_ARRAY, js->err, REMAT_E_INPUT,
+                     "%s: field \"ops\" is missing or not an array", js->src);
+    REMAT__RETURN_IF(count > REMAT_JOIN_MAX_OPS, js->err, REMAT_E_TOO_LARGE,
+                     "%s: field \"ops\": more than %zu ops", js->src, REMAT_JOIN_MAX_OPS);
+    s->ops = remat__calloc(count, sizeof *s->ops);
+    REMAT__RETURN_IF(!s->ops, js->err, REMAT_E_NOMEM, "%s: out of memory for %zu ops", js->src,
+                     count);
+    s->cap = count;
+    char text[64], field[48];
+    remat__js_begin(js);
+    for (size_t i = 0; remat__js_array_next(js, i); i++) {
+        snprintf(field, sizeof field, "ops[%zu]", i);
+        REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_STRING || i >= count, js->err,
+                         REMAT_E_INPUT, "%s: field \"%s\": must be a string", js->src, field);
+        REMAT__FORWARD(remat__js_string(js, "", field, text, sizeof text));
         remat_error e;
         remat__clear(&e);
-        REMAT__RETURN_IF(remat_join_op_parse(it->valuestring, &s->ops[i], &e) != REMAT_OK, err,
-                         REMAT_E_INPUT, "%s: field \"ops[%d]\": %s", src, i, e.message);
-        s->n_ops++;
+        REMAT__RETURN_IF(remat_join_op_parse(text, &s->ops[i], &e) != REMAT_OK, js->err,
+                         REMAT_E_INPUT, "%s: field \"%s\": %s", js->src, field, e.message);
+        s->n_ops = i + 1;
     }
+    return REMAT_OK;
+}
+
+enum { S_ALGORITHM, S_SLOTS, S_PEAK, S_TIME, S_OPS, S_COUNT };
+static const char *const schedule_keys[S_COUNT] = {"algorithm", "slots", "peak_slots", "time",
+                                                   "ops"};
+
+static remat_status schedule_from_doc(remat__js *js, size_t count, remat_join_schedule *s) {
+    const uint64_t max = ((uint64_t)1 << 53) - 1;
+    unsigned seen = 0;
+    char key[32];
+    remat_status st = REMAT_OK;
+    remat__js_begin(js);
+    for (size_t m = 0; st == REMAT_OK && remat__js_object_next(js, m, key, sizeof key, &st); m++) {
+        int f = member(schedule_keys, S_COUNT, key, &seen);
+        if (f == S_ALGORITHM && remat__js_peek(js) == REMAT__JS_STRING)
+            st = remat__js_string(js, "", key, s->algorithm, sizeof s->algorithm);
+        else if (f == S_SLOTS) st = json_uint(js, 0, max, key, &s->slots);
+        else if (f == S_PEAK) st = json_uint(js, 0, max, key, &s->peak_slots);
+        else if (f == S_TIME) st = json_time(js, key, &s->time);
+        else if (f == S_OPS) st = read_join_ops(js, count, s);
+        else remat__js_skip(js);
+    }
+    REMAT__FORWARD(st);
+    REMAT__RETURN_IF(!(seen & (1u << S_OPS)), js->err, REMAT_E_INPUT,
+                     "%s: field \"ops\" is missing or not an array", js->src);
     return REMAT_OK;
 }
 
 remat_status remat_join_schedule_from_json(const char *text, size_t len, const char *source,
                                            remat_join_schedule **out, remat_error *err) {
+    remat__clear(err);
     const char *src = source ? source : "<string>";
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
-    *out = NULL;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    REMAT__RETURN_IF(!root, err, REMAT_E_INPUT, "%s: not valid JSON", src);
+    remat__js js;
+    size_t count = 0;
+    REMAT__FORWARD(
+        remat__js_open(&js, text, len, src, JOIN_SCHEDULE_FORMAT, "ops", &count, err));
     remat_join_schedule *s = calloc(1, sizeof *s);
-    remat_status st = s ? schedule_from_cjson(root, src, s, err)
+    remat_status st = s ? schedule_from_doc(&js, count, s)
                         : remat__fail(err, REMAT_E_NOMEM, "%s: out of memory", src);
-    cJSON_Delete(root);
     if (st != REMAT_OK) {
         remat_join_schedule_free(s);
         return st;
@@ -298,9 +349,10 @@ remat_status remat_join_schedule_load(const char *path, remat_join_schedule **ou
                                       remat_error *err) {
     char *text = NULL;
     size_t len = 0;
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_schedule_load: NULL argument");
-    *out = NULL;
-    REMAT__FORWARD(remat__read_file(path, &text, &len, err));
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
     remat_status s = remat_join_schedule_from_json(text, len, path, out, err);
     free(text);
     return s;
@@ -437,19 +489,14 @@ static void sim_end_check(const join_mem *m, size_t n, remat_join_sim_result *r)
     r->reason[0] = '\0';
 }
 
-remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
-                                 uint64_t limit, remat_join_sim_result *res, remat_error *err) {
-    REMAT__RETURN_IF(!p || !res || (n && !ops), err, REMAT_E_INPUT,
-                     "remat_join_simulate: NULL argument");
-    REMAT__RETURN_IF(p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES, err, REMAT_E_INPUT,
-                     "remat_join_simulate: bad branch count %zu", p->k);
-    memset(res, 0, sizeof *res);
+/* Replays ops into res (already zeroed); REMAT_E_NOMEM when the copy counts
+ * cannot be allocated. */
+static remat_status join_replay(const remat_join_problem *p, const remat_join_op *ops, size_t n,
+                                uint64_t limit, remat_join_sim_result *res, remat_error *err) {
     join_mem m;
     memset(&m, 0, sizeof m);
     m.p = p;
     for (size_t j = 0; j < p->k; j++) {
-        REMAT__RETURN_IF(p->lengths[j] > REMAT_JOIN_MAX_LENGTH, err, REMAT_E_INPUT,
-                         "remat_join_simulate: branch %zu is too long", j + 1);
         m.base[j + 1] = m.base[j] + p->lengths[j] + 1;
         m.bar[j] = BAR_NONE;
     }
@@ -482,3 +529,23 @@ remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_o
     free(m.copies);
     return REMAT_OK;
 }
+
+remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops, size_t n,
+                                 uint64_t limit, remat_join_sim_result **out, remat_error *err) {
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
+    REMAT__RETURN_IF(!p || !out || (n && !ops), err, REMAT_E_INPUT,
+                     "remat_join_simulate: NULL argument");
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_simulate", err));
+    remat_join_sim_result *res = calloc(1, sizeof *res);
+    REMAT__RETURN_IF(!res, err, REMAT_E_NOMEM, "remat_join_simulate: out of memory");
+    remat_status st = join_replay(p, ops, n, limit, res, err);
+    if (st != REMAT_OK) {
+        free(res);
+        return st;
+    }
+    *out = res;
+    return REMAT_OK;
+}
+
+void remat_join_sim_result_free(remat_join_sim_result *r) { free(r); }

@@ -4,16 +4,32 @@
 
 #include "internal.h"
 
-remat_status remat_schedule_new(const char *algorithm, remat_schedule **out, remat_error *err) {
-    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_new: out is NULL");
+remat_status remat_schedule_create(const char *algorithm, remat_schedule **out, remat_error *err) {
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_create: out is NULL");
     *out = calloc(1, sizeof **out);
     REMAT__RETURN_IF(!*out, err, REMAT_E_NOMEM, "schedule: out of memory");
     remat__strlcpy((*out)->algorithm, algorithm ? algorithm : "", REMAT_ALGORITHM_MAX);
     return REMAT_OK;
 }
 
+remat_status remat__schedule_validate(const remat_schedule *s, const char *who,
+                                      remat_error *err) {
+    REMAT__RETURN_IF(!s, err, REMAT_E_INPUT, "%s: the schedule is NULL", who);
+    REMAT__RETURN_IF(s->n_ops && !s->ops, err, REMAT_E_INPUT, "%s: the schedule has %zu ops but no "
+                     "op array", who, s->n_ops);
+    REMAT__RETURN_IF(s->cap && s->n_ops > s->cap, err, REMAT_E_INPUT,
+                     "%s: the schedule has %zu ops, more than its capacity %zu", who, s->n_ops,
+                     s->cap);
+    REMAT__RETURN_IF(!memchr(s->algorithm, '\0', sizeof s->algorithm), err, REMAT_E_INPUT,
+                     "%s: the schedule's algorithm is not terminated", who);
+    return REMAT_OK;
+}
+
 remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err) {
     REMAT__RETURN_IF(!s, err, REMAT_E_INPUT, "remat_schedule_push: schedule is NULL");
+    /* Only schedules grown here (cap set by this function) can grow. */
+    REMAT__RETURN_IF(s->n_ops > s->cap || (s->cap && !s->ops), err, REMAT_E_INPUT,
+                     "remat_schedule_push: the schedule's n_ops/cap/ops are inconsistent");
     if (s->n_ops == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 64;
         remat_op *nd = NULL;
@@ -36,6 +52,7 @@ void remat_schedule_free(remat_schedule *s) {
 static const char *const op_names[] = {"Fn", "Fck", "Fall", "B", "Del", "Off", "Pre", "Wait"};
 
 void remat_op_format(remat_op op, char out[REMAT_OP_TEXT_MAX]) {
+    if (!out) return;
     if (op.kind > REMAT_OP_WAIT) {
         snprintf(out, REMAT_OP_TEXT_MAX, "?");
     } else if (op.kind <= REMAT_OP_B) {

@@ -115,7 +115,9 @@ int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, ui
 }
 #undef FAIL
 
-void remat_sim_options_init(remat_sim_options *o) { memset(o, 0, sizeof *o); }
+void remat_sim_options_init(remat_sim_options *o) {
+    if (o) memset(o, 0, sizeof *o);
+}
 
 void remat_sim_result_free(remat_sim_result *r) {
     if (!r) return;
@@ -128,11 +130,11 @@ void remat_sim_result_free(remat_sim_result *r) {
 
 void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why) {
     r->valid = 0;
-    r->fail_op = k;
+    r->failed_op = k;
     if (k < s->n_ops)
-        remat_op_format(s->ops[k], r->fail_op_text);
+        remat_op_format(s->ops[k], r->failed_op_text);
     else
-        remat__strlcpy(r->fail_op_text, "(end)", sizeof r->fail_op_text);
+        remat__strlcpy(r->failed_op_text, "(end)", sizeof r->failed_op_text);
     remat__strlcpy(r->reason, why, sizeof r->reason);
 }
 
@@ -173,8 +175,10 @@ remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
                             const remat_sim_options *opt, remat_sim_result **out,
                             remat_error *err) {
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_simulate: NULL argument");
-    *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_simulate", err));
+    REMAT__FORWARD(remat__schedule_validate(s, "remat_simulate", err));
     remat_sim_options dflt;
     remat_sim_options_init(&dflt);
     if (!opt) opt = &dflt;
@@ -213,15 +217,21 @@ void remat__buf_json_string(remat__buf *b, const char *s) {
 }
 
 remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!r || !out, err, REMAT_E_INPUT, "remat_sim_result_to_json: NULL argument");
+    REMAT__RETURN_IF((r->n_events && !r->events) || (r->n_mem_points && !r->mem_points), err,
+                     REMAT_E_INPUT, "remat_sim_result_to_json: a timeline count without its array");
+    REMAT__RETURN_IF(!memchr(r->failed_op_text, '\0', sizeof r->failed_op_text) ||
+                         !memchr(r->reason, '\0', sizeof r->reason),
+                     err, REMAT_E_INPUT, "remat_sim_result_to_json: a text is not terminated");
     remat__buf b = {0};
     if (r->valid) {
         remat__buf_printf(&b, "{\"valid\": true, \"time\": ");
         remat__json_number(&b, r->time);
         remat__buf_printf(&b, ", \"peak_bytes\": %llu", (unsigned long long)r->peak_bytes);
     } else {
-        remat__buf_printf(&b, "{\"valid\": false, \"op_index\": %zu, \"op\": \"", r->fail_op);
-        remat__buf_json_string(&b, r->fail_op_text);
+        remat__buf_printf(&b, "{\"valid\": false, \"op_index\": %zu, \"op\": \"", r->failed_op);
+        remat__buf_json_string(&b, r->failed_op_text);
         remat__buf_printf(&b, "\", \"reason\": \"");
         remat__buf_json_string(&b, r->reason);
         remat__buf_printf(&b, "\"");

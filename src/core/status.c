@@ -15,15 +15,40 @@ const char *remat_version_string(void) {
 
 const char *remat_status_name(remat_status s) {
     switch (s) {
-    case REMAT_OK: return "REMAT_OK";
-    case REMAT_E_INPUT: return "REMAT_E_INPUT";
-    case REMAT_E_INFEASIBLE: return "REMAT_E_INFEASIBLE";
-    case REMAT_E_NOMEM: return "REMAT_E_NOMEM";
-    case REMAT_E_TOO_LARGE: return "REMAT_E_TOO_LARGE";
-    case REMAT_E_IO: return "REMAT_E_IO";
-    case REMAT_E_INTERNAL: return "REMAT_E_INTERNAL";
+#define REMAT__STATUS_NAME(name, value, text) \
+    case REMAT_##name: return "REMAT_" #name;
+        REMAT_STATUS_MAP(REMAT__STATUS_NAME)
+#undef REMAT__STATUS_NAME
     }
     return "REMAT_E_UNKNOWN";
+}
+
+const char *remat_strerror(remat_status s) {
+    switch (s) {
+#define REMAT__STATUS_TEXT(name, value, text) \
+    case REMAT_##name: return text;
+        REMAT_STATUS_MAP(REMAT__STATUS_TEXT)
+#undef REMAT__STATUS_TEXT
+    }
+    return "unknown status";
+}
+
+/* Every public struct, for remat_sizeof(). */
+#define REMAT__PUBLIC_STRUCTS(X)                                                                   \
+    X(remat_error) X(remat_stage) X(remat_chain) X(remat_op) X(remat_schedule)                    \
+    X(remat_solve_options) X(remat_curve_point) X(remat_curve) X(remat_sim_options)               \
+    X(remat_sim_event) X(remat_sim_mem_point) X(remat_sim_result) X(remat_exec_ref)               \
+    X(remat_exec_step) X(remat_exec_plan) X(remat_join_problem) X(remat_join_op)                  \
+    X(remat_join_schedule) X(remat_join_sim_result) X(remat_join_options)                         \
+    X(remat_join_curve_point) X(remat_join_curve)
+
+size_t remat_sizeof(const char *type_name) {
+    if (!type_name) return 0;
+#define REMAT__SIZE_OF(t) \
+    if (strcmp(type_name, #t) == 0) return sizeof(t);
+    REMAT__PUBLIC_STRUCTS(REMAT__SIZE_OF)
+#undef REMAT__SIZE_OF
+    return 0;
 }
 
 void remat_free(void *p) { free(p); }
@@ -104,45 +129,6 @@ remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err) {
     }
     *out = b->data;
     b->data = NULL;
-    return REMAT_OK;
-}
-
-remat_status remat__read_file(const char *path, char **out, size_t *len, remat_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    REMAT__RETURN_IF(!f, err, REMAT_E_IO, "%s: cannot open file", path);
-    remat__buf b = {0};
-    char chunk[65536];
-    size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (b.len + k + 1 > b.cap) {
-            size_t ncap = b.cap ? b.cap : 65536;
-            while (ncap < b.len + k + 1) ncap *= 2;
-            char *nd = realloc(b.data, ncap);
-            if (!nd) { free(b.data); fclose(f); return remat__fail(err, REMAT_E_NOMEM, "%s: out of memory", path); }
-            b.data = nd;
-            b.cap = ncap;
-        }
-        memcpy(b.data + b.len, chunk, k);
-        b.len += k;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b.data); return remat__fail(err, REMAT_E_IO, "%s: read error", path); }
-    if (!b.data) { b.data = malloc(1); if (!b.data) return remat__fail(err, REMAT_E_NOMEM, "out of memory"); }
-    b.data[b.len] = '\0';
-    *out = b.data;
-    if (len) *len = b.len;
-    return REMAT_OK;
-}
-
-remat_status remat__write_file(const char *path, const char *text, remat_error *err) {
-    FILE *f = fopen(path, "wb");
-    REMAT__RETURN_IF(!f, err, REMAT_E_IO, "%s: cannot open file for writing", path);
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    REMAT__RETURN_IF(bad, err, REMAT_E_IO, "%s: write error", path);
     return REMAT_OK;
 }
 

@@ -101,10 +101,13 @@ static remat_status build_steps(const remat_chain *c, const remat_schedule *s,
     return st;
 }
 
-remat_status remat_exec_plan_build(const remat_chain *c, const remat_schedule *s,
-                                   remat_exec_plan **out, remat_error *err) {
+remat_status remat_exec_plan_create(const remat_chain *c, const remat_schedule *s,
+                                    remat_exec_plan **out, remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_exec_plan_build: NULL argument");
+    if (out) *out = NULL; /* on failure too, as documented */
+    REMAT__RETURN_IF(!c || !s || !out, err, REMAT_E_INPUT, "remat_exec_plan_create: NULL argument");
+    REMAT__FORWARD(remat__chain_validate(c, "remat_exec_plan_create", err));
+    REMAT__FORWARD(remat__schedule_validate(s, "remat_exec_plan_create", err));
     *out = NULL;
     remat_exec_plan *p = calloc(1, sizeof *p);
     REMAT__RETURN_IF(!p, err, REMAT_E_NOMEM, "plan: out of memory");
@@ -130,6 +133,7 @@ void remat_exec_plan_free(remat_exec_plan *p) {
 }
 
 void remat_exec_ref_format(remat_exec_ref r, char out[24]) {
+    if (!out) return;
     const char *nm = r.kind == REMAT_EXEC_ABAR ? "abar" : r.kind == REMAT_EXEC_D ? "d" : "a";
     snprintf(out, 24, "%s[%u]", nm, (unsigned)r.index);
 }

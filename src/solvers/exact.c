@@ -274,7 +274,7 @@ static remat_status build_schedule(exact_search *x, remat_schedule **out, remat_
     for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent)
         ops[--k] = unpack_op(x->nodes[id].op);
     remat_schedule *s = NULL;
-    remat_status st = remat_schedule_new("exact", &s, err);
+    remat_status st = remat_schedule_create("exact", &s, err);
     for (k = 0; k < len && st == REMAT_OK; k++) st = remat_schedule_push(s, ops[k], err);
     free(ops);
     if (st == REMAT_OK) st = remat__schedule_measure(x->c, s, 0, err);

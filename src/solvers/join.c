@@ -32,13 +32,20 @@ void remat_join_options_init(remat_join_options *o) {
     if (o) memset(o, 0, sizeof *o);
 }
 
+/* 1 when p is a problem remat_join_problem_set would accept. */
+static int problem_ok(const remat_join_problem *p) {
+    return remat__join_problem_validate(p, "join problem", NULL) == REMAT_OK;
+}
+
 uint64_t remat_join_full_slots(const remat_join_problem *p) {
+    if (!problem_ok(p)) return 0;
     uint64_t n = 0;
-    for (size_t j = 0; p && j < p->k; j++) n += (uint64_t)p->lengths[j] + 1;
+    for (size_t j = 0; j < p->k; j++) n += (uint64_t)p->lengths[j] + 1;
     return n;
 }
 
 double remat_join_span_star(const remat_join_problem *p) {
+    if (!problem_ok(p)) return NAN;
     uint64_t n = 0;
     for (size_t j = 0; j < p->k; j++) n += p->lengths[j];
     return (double)n * p->fwd_time + (double)n * p->bwd_time + p->turn_time;
@@ -58,7 +65,7 @@ static uint64_t cmin_of(size_t k, const uint32_t *d, const unsigned char *b) {
 
 uint64_t remat_join_min_slots(const remat_join_problem *p) {
     unsigned char b[REMAT_JOIN_MAX_BRANCHES] = {0};
-    if (!p || p->k == 0 || p->k > REMAT_JOIN_MAX_BRANCHES) return 0;
+    if (!problem_ok(p)) return 0;
     return cmin_of(p->k, p->lengths, b);
 }
 
@@ -245,11 +252,11 @@ static remat_status plan_alloc(remat_join_plan *pl, const remat_join_options *o,
 remat_status remat_join_plan_create(const remat_join_problem *p, const unsigned char *keep,
                                     uint64_t max_slots, const remat_join_options *o,
                                     remat_join_plan **out, remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_plan_create: NULL argument");
-    *out = NULL;
     remat_join_problem chk;
-    REMAT__FORWARD(remat_join_problem_init(&chk, p->k, p->lengths, p->fwd_time, p->bwd_time,
-                                           p->turn_time, p->slots, err));
+    REMAT__FORWARD(remat_join_problem_set(&chk, p->k, p->lengths, p->fwd_time, p->bwd_time,
+                                          p->turn_time, p->slots, err));
     remat_join_plan *pl = calloc(1, sizeof *pl);
     REMAT__RETURN_IF(!pl, err, REMAT_E_NOMEM, "join plan: out of memory");
     pl->p = chk;
@@ -409,13 +416,16 @@ static remat_status new_schedule(const char *alg, uint64_t slots, remat_join_sch
 /* Replays s on p to fill peak_slots; a solver's schedule that fails is a bug. */
 static remat_status measure(const remat_join_problem *p, remat_join_schedule *s, uint64_t limit,
                             double *time, remat_error *err) {
-    remat_join_sim_result r;
+    remat_join_sim_result *r = NULL;
     REMAT__FORWARD(remat_join_simulate(p, s->ops, s->n_ops, limit, &r, err));
-    REMAT__RETURN_IF(!r.valid, err, REMAT_E_INTERNAL,
-                     "join schedule fails the simulator (a bug in remat): %s", r.reason);
-    s->peak_slots = r.peak_slots;
-    if (time) *time = r.time;
-    return REMAT_OK;
+    remat_status st = REMAT_OK;
+    if (!r->valid)
+        st = remat__fail(err, REMAT_E_INTERNAL,
+                         "join schedule fails the simulator (a bug in remat): %s", r->reason);
+    s->peak_slots = r->peak_slots;
+    if (time) *time = r->time;
+    remat_join_sim_result_free(r);
+    return st;
 }
 
 static remat_status infeasible(remat_error *err, uint64_t c, uint64_t cmin, const char *what) {
@@ -428,8 +438,9 @@ static remat_status infeasible(remat_error *err, uint64_t c, uint64_t cmin, cons
 
 remat_status remat_join_plan_schedule(const remat_join_plan *pl, uint64_t c,
                                       remat_join_schedule **out, remat_error *err) {
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!pl || !out, err, REMAT_E_INPUT, "remat_join_plan_schedule: NULL argument");
-    *out = NULL;
     REMAT__RETURN_IF(pl->any_keep, err, REMAT_E_INPUT,
                      "remat_join_plan_schedule: schedules are for plans with no kept branch");
     uint64_t cmin = remat_join_plan_min_slots(pl);
@@ -455,8 +466,9 @@ static uint64_t slots_or_default(const remat_join_problem *p, uint64_t slots) {
 remat_status remat_join_solve(const remat_join_problem *p, uint64_t slots,
                               const remat_join_options *o, remat_join_schedule **out,
                               remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_solve: NULL argument");
-    *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_solve", err));
     uint64_t c = slots_or_default(p, slots);
     REMAT__RETURN_IF(c == 0, err, REMAT_E_INPUT,
                      "join problem: field \"slots\" is missing (give the memory in slots)");
@@ -542,8 +554,9 @@ static remat_status equiv_plan(const remat_join_problem *p, uint64_t slots,
 remat_status remat_join_equiv_chain(const remat_join_problem *p, uint64_t slots,
                                     const remat_join_options *o, remat_join_schedule **out,
                                     remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_equiv_chain: NULL argument");
-    *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_equiv_chain", err));
     uint64_t c = slots_or_default(p, slots);
     REMAT__RETURN_IF(c == 0, err, REMAT_E_INPUT,
                      "join problem: field \"slots\" is missing (give the memory in slots)");
@@ -594,8 +607,9 @@ static remat_status curve_equiv(const remat_join_problem *p, const remat_join_op
 remat_status remat_join_curve_compute(const remat_join_problem *p, int with_equiv_chain,
                                       const remat_join_options *o, remat_join_curve **out,
                                       remat_error *err) {
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!p || !out, err, REMAT_E_INPUT, "remat_join_curve_compute: NULL argument");
-    *out = NULL;
+    REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_curve_compute", err));
     remat_join_plan *pl = NULL;
     REMAT__FORWARD(remat_join_plan_create(p, NULL, 0, o, &pl, err));
     uint64_t lo = remat_join_plan_min_slots(pl), hi = remat_join_full_slots(p);

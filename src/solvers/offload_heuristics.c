@@ -118,7 +118,7 @@ static remat_status opportunist(const remat_chain *c, const remat_solve_options 
     group *gs = remat__calloc(n, sizeof *gs);
     REMAT__RETURN_IF(!gs, err, REMAT_E_NOMEM, "opportunist: out of memory");
     remat_schedule *s = NULL;
-    remat_status st = remat_schedule_new("opportunist", &s, err);
+    remat_status st = remat_schedule_create("opportunist", &s, err);
     size_t ng = 0, i = 1;
     double bw = o->bandwidth;
     /* Forward: groups (Fall g and at least one Fn) until the rest fits with
@@ -197,7 +197,7 @@ static int touches(remat_op op, size_t i) {
 static remat_status build(const remat_schedule *base, const decision *d, size_t nd,
                           remat_schedule **out, size_t *map, remat_error *err) {
     remat_schedule *s = NULL;
-    REMAT__FORWARD(remat_schedule_new("autocapper", &s, err));
+    REMAT__FORWARD(remat_schedule_create("autocapper", &s, err));
     remat_status st = REMAT_OK;
     for (size_t k = 0; k <= base->n_ops && st == REMAT_OK; k++) {
         /* before op k: Offs (after op k-1), Waits, then Pres */
@@ -320,7 +320,7 @@ static remat_status capper(const remat_chain *c, const remat_schedule *base, uin
         }
         if (!r->valid) {
             st = remat__fail(err, REMAT_E_INFEASIBLE, "autocapper: %s at op %zu", r->reason,
-                             r->fail_op);
+                             r->failed_op);
         } else if (r->peak_bytes <= limit) {
             s->time = r->time;
             s->peak_bytes = r->peak_bytes;
@@ -392,7 +392,7 @@ remat_status remat__solve_offload_heuristic(const remat_chain *c, const remat_so
     remat_status st = simulate_bw(c, s, o->bandwidth, &r, err);
     if (st == REMAT_OK && !r->valid)
         st = remat__fail(err, REMAT_E_INTERNAL, "opportunist built an invalid schedule: op %zu (%s): %s",
-                         r->fail_op, r->fail_op_text, r->reason);
+                         r->failed_op, r->failed_op_text, r->reason);
     else if (st == REMAT_OK && r->peak_bytes > o->memory)
         st = remat__fail(err, REMAT_E_INFEASIBLE, "opportunist: peak %llu above the limit %llu",
                          (unsigned long long)r->peak_bytes, (unsigned long long)o->memory);

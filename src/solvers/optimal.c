@@ -681,7 +681,7 @@ remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_option
     if (st == REMAT_OK && !fits) st = infeasible(&x, o, store_peak, o->memory, err);
     if (st == REMAT_OK) st = build_table(&x, o, slots_of(o) == 0, err);
     remat_schedule *s = NULL;
-    if (st == REMAT_OK) st = remat_schedule_new("optimal", &s, err);
+    if (st == REMAT_OK) st = remat_schedule_create("optimal", &s, err);
     if (st == REMAT_OK) {
         opt_rebuild r = {&x, s, 0, 0, NULL, 0, 0};
         st = rebuild(&r, x.budget, err);

@@ -576,7 +576,7 @@ static remat_status ctx_run(pofo *P, uint32_t cap, double bw, remat__pofo_mode m
     REMAT__RETURN_IF(!(t < INFINITY), err, REMAT_E_INFEASIBLE,
                      "pofo: no schedule fits in %llu bytes with %u memory values",
                      (unsigned long long)(P->q * P->cap), P->cap);
-    REMAT__FORWARD(remat_schedule_new("pofo", &P->s, err));
+    REMAT__FORWARD(remat_schedule_create("pofo", &P->s, err));
     remat_status st = emit_oc(P, 1, 0, 0, 0, 0, NULL, err);
     if (st != REMAT_OK) {
         remat_schedule_free(P->s);
@@ -728,7 +728,7 @@ static remat_status keep_if_better(const remat_chain *c, const remat_solve_optio
     remat_status st = remat_simulate(c, s, &so, &r, err);
     if (st == REMAT_OK && !r->valid)
         st = remat__fail(err, REMAT_E_INTERNAL, "pofo produced an invalid schedule: op %zu (%s): %s",
-                         r->fail_op, r->fail_op_text, r->reason);
+                         r->failed_op, r->failed_op_text, r->reason);
     else if (st == REMAT_OK && r->peak_bytes > o->memory)
         st = REMAT_E_INFEASIBLE;
     double t = st == REMAT_OK ? r->time : 0;

@@ -648,7 +648,7 @@ static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_cost
     stats->dp_cost = row_at(s, top, s->M);
 
     remat_schedule *sch = NULL;
-    REMAT__FORWARD(remat_schedule_new("revolve", &sch, err));
+    REMAT__FORWARD(remat_schedule_create("revolve", &sch, err));
     rv_emit e = {.real = real, .out = sch, .peak = real->a[0], .time = 0, .err = err};
     remat_status st = emit_plan(s, &e, stats);
     /* In precise mode the table's cost is the prediction; it must match the plan's. */

@@ -136,7 +136,7 @@ static remat_status build(const remat_chain *c, size_t K, remat_schedule **out,
                           remat_error *err) {
     size_t n = c->n, m = n / K;
     remat_schedule *s = NULL;
-    REMAT__FORWARD(remat_schedule_new("sequential", &s, err));
+    REMAT__FORWARD(remat_schedule_create("sequential", &s, err));
     remat_status st = REMAT_OK;
     for (size_t k = 0; k + 1 < K && st == REMAT_OK; k++)
         for (size_t i = k * m + 1; i <= (k + 1) * m && st == REMAT_OK; i++)

@@ -29,6 +29,7 @@ remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat
 }
 
 void remat_solve_options_init(remat_solve_options *o) {
+    if (!o) return;
     memset(o, 0, sizeof *o);
     o->algorithm = REMAT_ALG_OPTIMAL;
     o->slots = -1;
@@ -55,7 +56,7 @@ remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, do
     remat_status st = REMAT_OK;
     if (!r->valid)
         st = remat__fail(err, REMAT_E_INTERNAL, "%s produced an invalid schedule: op %zu (%s): %s",
-                         s->algorithm, r->fail_op, r->fail_op_text, r->reason);
+                         s->algorithm, r->failed_op, r->failed_op_text, r->reason);
     else {
         s->time = r->time;
         s->peak_bytes = r->peak_bytes;
@@ -87,6 +88,10 @@ static remat_status check_options(const remat_solve_options *o, remat_error *err
                      "bucket: %llu is 2^53 or more", (unsigned long long)o->bucket_bytes);
     REMAT__RETURN_IF((unsigned)o->revolve_mode > REMAT_REVOLVE_UNIFORM_MEMORY, err, REMAT_E_INPUT,
                      "revolve mode: unknown value %d", (int)o->revolve_mode);
+    REMAT__RETURN_IF(o->threads > REMAT_MAX_THREADS, err, REMAT_E_INPUT,
+                     "threads: %u is more than %u", o->threads, REMAT_MAX_THREADS);
+    REMAT__RETURN_IF(o->exact_no_del != 0 && o->exact_no_del != 1, err, REMAT_E_INPUT,
+                     "exact_no_del: %d is not 0 or 1", o->exact_no_del);
     return REMAT_OK;
 }
 
@@ -147,7 +152,7 @@ static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint6
 remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
                                   remat_error *err) {
     remat__clear(err);
-    REMAT__RETURN_IF(!c, err, REMAT_E_INPUT, "remat_store_all_cost: chain is NULL");
+    REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
     remat_solve_options o;
     remat_solve_options_init(&o);
     o.memory = REMAT_MAX_BYTES - 1;
@@ -159,14 +164,38 @@ remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, do
     return REMAT_OK;
 }
 
+/* The exact search finds the smallest feasible peak itself when a limit is too
+ * small: one solve at the smallest limit that could work says it. */
+static remat_status min_memory_exact(const remat_chain *c, const remat_solve_options *o,
+                                     uint64_t *out, remat_error *err) {
+    remat_solve_options oo = *o;
+    oo.memory = c->input_bytes; /* nothing fits below the input */
+    remat_schedule *s = NULL;
+    remat_status st = solve_checked(c, &oo, &s, err);
+    remat_schedule_free(s);
+    if (st == REMAT_OK) {
+        *out = c->input_bytes;
+        remat__clear(err);
+        return REMAT_OK;
+    }
+    if (st == REMAT_E_INFEASIBLE && err->min_memory) {
+        *out = err->min_memory;
+        remat__clear(err);
+        return REMAT_OK;
+    }
+    return st;
+}
+
 remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o, uint64_t *out,
                               remat_error *err) {
     remat_error local;
     if (!err) err = &local;
     remat__clear(err);
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
+    REMAT__FORWARD(remat__chain_validate(c, "remat_min_memory", err));
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
+    if (o->algorithm == REMAT_ALG_EXACT) return min_memory_exact(c, o, out, err);
     uint64_t hi;
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
     remat_status hard = REMAT_OK;
@@ -198,8 +227,9 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
     remat_error local;
     if (!err) err = &local; /* solvers may report min_memory through it */
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_solve: NULL argument");
-    *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_solve", err));
     REMAT__FORWARD(check_options(o, err));
     remat_status st;
     if (o->memory < c->input_bytes) /* nothing fits; still say what would */
@@ -207,8 +237,9 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
                          (unsigned long long)o->memory, (unsigned long long)c->input_bytes);
     else
         st = solve_checked(c, o, out, err);
-    if (st == REMAT_E_INFEASIBLE && err->min_memory == 0 &&
-        o->algorithm != REMAT_ALG_EXACT) {
+    /* Every infeasible answer says what memory would do (0 only when even the
+     * search for it fails), so front-ends need no policy of their own. */
+    if (st == REMAT_E_INFEASIBLE && err->min_memory == 0) {
         remat_error e2;
         uint64_t m = 0;
         char keep[REMAT_MESSAGE_MAX];
@@ -264,16 +295,30 @@ static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_optio
     return REMAT_OK;
 }
 
+/* Times that overflow (recomputing stages whose times are near DBL_MAX) say
+ * nothing and could not be written: such points are left out. */
+static void drop_infinite_points(remat_curve *cv) {
+    size_t n = 0;
+    for (size_t k = 0; k < cv->n; k++)
+        if (isfinite(cv->points[k].time)) cv->points[n++] = cv->points[k];
+    cv->n = n;
+}
+
 remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
                                  size_t max_points, remat_curve **out, remat_error *err) {
     remat_error local;
     if (!err) err = &local;
     remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_curve_compute: NULL argument");
-    *out = NULL;
+    REMAT__FORWARD(remat__chain_validate(c, "remat_curve_compute", err));
     REMAT__FORWARD(check_options(o, err));
-    if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__curve_optimal(c, o, max_points, out, err);
-    return curve_by_sweep(c, o, max_points, out, err);
+    if (o->algorithm == REMAT_ALG_OPTIMAL)
+        REMAT__FORWARD(remat__curve_optimal(c, o, max_points, out, err));
+    else
+        REMAT__FORWARD(curve_by_sweep(c, o, max_points, out, err));
+    drop_infinite_points(*out);
+    return REMAT_OK;
 }
 
 void remat_curve_free(remat_curve *curve) {

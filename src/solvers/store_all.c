@@ -4,7 +4,7 @@
 remat_status remat__solve_store_all(const remat_chain *c, const remat_solve_options *o,
                                     remat_schedule **out, remat_error *err) {
     remat_schedule *s = NULL;
-    REMAT__FORWARD(remat_schedule_new("store-all", &s, err));
+    REMAT__FORWARD(remat_schedule_create("store-all", &s, err));
     remat_status st = REMAT_OK;
     for (size_t i = 1; i <= c->n && st == REMAT_OK; i++)
         st = remat__push(s, REMAT_OP_FALL, (uint32_t)i, err);

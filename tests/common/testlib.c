@@ -82,8 +82,8 @@ int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t lim
     }
     int ok = 1;
     if (!r->valid) {
-        fprintf(stderr, "  %s: invalid at op %zu (%s): %s\n", s->algorithm, r->fail_op,
-                r->fail_op_text, r->reason);
+        fprintf(stderr, "  %s: invalid at op %zu (%s): %s\n", s->algorithm, r->failed_op,
+                r->failed_op_text, r->reason);
         ok = 0;
     } else if (r->peak_bytes > limit) {
         fprintf(stderr, "  %s: peak %llu > limit %llu\n", s->algorithm,

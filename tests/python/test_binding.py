@@ -71,7 +71,7 @@ class BindingTest(unittest.TestCase):
         s = remat.Schedule.from_ops(["Fall 2", "B 4"])
         r = remat.simulate(c, s)
         self.assertFalse(r.valid)
-        self.assertEqual(r.fail_op, 0)
+        self.assertEqual(r.failed_op, 0)
         self.assertIn("a[1]", r.reason)
 
     def test_plan_mirrors_semantics(self):

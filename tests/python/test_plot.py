@@ -217,7 +217,7 @@ class PlotCommandTest(unittest.TestCase):
         cases = [
             (["plot", "curve", TINY], "-o/--output"),
             (["plot", "curve", self.out("missing.json"), "-o", self.out("x.png")],
-             "missing.json: cannot read"),
+             "missing.json: cannot open file"),
             (["plot", "curve", TINY, "-a", "fastest", "-o", self.out("x.png")], "fastest"),
             (["plot", "curve", TINY, "--points", "many", "-o", self.out("x.png")], "--points"),
             (["plot", "curve", TINY, "-o", self.out("x.nope")], "nope"),

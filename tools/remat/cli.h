@@ -20,8 +20,12 @@ int cli_usage_error(const char *fmt, ...)
 /* Exit code for a status. */
 int cli_exit_code(remat_status s);
 
-/* Writes text to path, or stdout when path is NULL. Returns an exit code. */
+/* Writes text to path (atomically: remat_write_file), or stdout when path is
+ * NULL. Returns an exit code. */
 int cli_write_output(const char *path, const char *text);
+/* Refuses (exit 2, reported) an output file that is the input file itself:
+ * writing it would destroy what the command reads. */
+int cli_check_output(const char *output, const char *input);
 
 /* Option parsing: returns 1 and advances *i when argv[*i] is `name` with a value. */
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
@@ -37,7 +41,9 @@ int cmd_simulate(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_join(int argc, char **argv);
-/* cmd_join.c: checks a join schedule against a join problem; returns the exit code. */
-int cli_simulate_join(const char *problem_path, const char *schedule_path);
+/* cmd_join.c: checks a join schedule against a join problem (its text, read
+ * from problem_path); returns the exit code. */
+int cli_simulate_join(const char *problem_path, const char *problem_text, size_t len,
+                      const char *schedule_path);
 
 #endif

@@ -167,7 +167,9 @@ int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt ext
         chain_path = argv[i];
     }
     if (!chain_path) return cli_usage_error("%s: missing CHAIN; see remat %s --help", cmd, cmd);
-    int rc = cli_load_chain(chain_path, chain);
+    int rc = cli_check_output(co->output, chain_path);
+    if (rc != CLI_OK) return rc;
+    rc = cli_load_chain(chain_path, chain);
     if (rc == CLI_OK) rc = cli_chain_opts_finish(co, *chain);
     if (rc != CLI_OK) {
         remat_chain_free(*chain);

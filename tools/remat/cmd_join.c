@@ -31,10 +31,18 @@ typedef struct join_args {
     int curve, compare;
 } join_args;
 
-/* Numbers as a person would write them: 74, 1.5, inf. */
-static void put_num(char *buf, size_t cap, double v) {
-    if (isinf(v)) snprintf(buf, cap, "inf");
-    else snprintf(buf, cap, "%.15g", v);
+/* Numbers as a person would write them (74, 1.5). No output ever holds nan
+ * or inf: where there is no finite number (EQUIV-CHAIN does not fit, a ratio
+ * to a zero makespan), JSON has null and CSV an empty cell. */
+static void put_num(char *buf, size_t cap, double v, int json) {
+    if (isfinite(v)) snprintf(buf, cap, "%.15g", v);
+    else snprintf(buf, cap, "%s", json ? "null" : "");
+}
+
+/* eq / opt, with 0 / 0 = 1 (both free); not finite when opt alone is 0. */
+static double ratio_of(double eq, double opt) {
+    if (opt > 0) return eq / opt;
+    return eq == 0 ? 1 : INFINITY;
 }
 
 static int parse_args(int argc, char **argv, join_args *a) {
@@ -69,7 +77,7 @@ static int parse_args(int argc, char **argv, join_args *a) {
         }
     }
     if (!a->problem) return cli_usage_error("join: missing PROBLEM; run `remat join --help`");
-    return 0;
+    return cli_check_output(a->out, a->problem);
 }
 
 /* Reports a library failure naming the file. */
@@ -93,26 +101,26 @@ static int run_curve(const join_args *a, const remat_join_problem *p) {
         return cli_usage_error("out of memory");
     }
     size_t len = 0;
-    len += (size_t)snprintf(text + len, cap - len,
-                            json ? "{\"format\": \"remat-join-curve-1\", \"span_star\": %.15g, "
-                                   "\"points\": [\n"
-                                 : "",
-                            remat_join_span_star(p));
+    char span[40];
+    put_num(span, sizeof span, remat_join_span_star(p), 1);
+    if (json)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"format\": \"remat-join-curve-1\", \"span_star\": %s, "
+                                "\"points\": [\n",
+                                span);
     if (!json) len += (size_t)snprintf(text + len, cap - len, "slots,makespan%s\n",
                                        a->compare ? ",equiv_chain" : "");
     for (size_t i = 0; i < cv->n; i++) {
         const remat_join_curve_point *pt = &cv->points[i];
-        put_num(num, sizeof num, pt->makespan);
+        put_num(num, sizeof num, pt->makespan, json);
+        put_num(num2, sizeof num2, pt->equiv_chain, json);
         if (json) {
-            if (isinf(pt->equiv_chain)) snprintf(num2, sizeof num2, "null");
-            else put_num(num2, sizeof num2, pt->equiv_chain);
             len += (size_t)snprintf(text + len, cap - len,
                                     "  {\"slots\": %llu, \"makespan\": %s%s%s}%s\n",
                                     (unsigned long long)pt->slots, num,
                                     a->compare ? ", \"equiv_chain\": " : "",
                                     a->compare ? num2 : "", i + 1 < cv->n ? "," : "");
         } else {
-            put_num(num2, sizeof num2, pt->equiv_chain);
             len += (size_t)snprintf(text + len, cap - len, "%llu,%s%s%s\n",
                                     (unsigned long long)pt->slots, num, a->compare ? "," : "",
                                     a->compare ? num2 : "");
@@ -135,22 +143,24 @@ static int run_compare(const join_args *a, const remat_join_problem *p, uint64_t
         remat_join_schedule_free(opt);
         return fail(a->problem, s, &e);
     }
-    char text[1024], m1[40], m2[40], ratio[40], eqjson[160], pk2[24] = "";
-    put_num(m1, sizeof m1, opt->time);
-    put_num(m2, sizeof m2, eq ? eq->time : INFINITY);
-    put_num(ratio, sizeof ratio, eq ? eq->time / opt->time : INFINITY);
+    int json = strcmp(a->format, "json") == 0;
+    char text[1024], m1[40], m2[40], ratio[40], span[40], eqjson[160], pk2[24] = "";
+    put_num(m1, sizeof m1, opt->time, json);
+    put_num(m2, sizeof m2, eq ? eq->time : INFINITY, json);
+    put_num(ratio, sizeof ratio, eq ? ratio_of(eq->time, opt->time) : INFINITY, json);
+    put_num(span, sizeof span, remat_join_span_star(p), json);
     unsigned long long cs = (unsigned long long)c, p1 = (unsigned long long)opt->peak_slots;
     snprintf(eqjson, sizeof eqjson, "null");
     if (eq) {
         snprintf(pk2, sizeof pk2, "%llu", (unsigned long long)eq->peak_slots);
         snprintf(eqjson, sizeof eqjson, "{\"makespan\": %s, \"peak_slots\": %s}", m2, pk2);
     }
-    if (strcmp(a->format, "json") == 0)
+    if (json)
         snprintf(text, sizeof text,
-                 "{\"slots\": %llu, \"span_star\": %.15g,\n"
+                 "{\"slots\": %llu, \"span_star\": %s,\n"
                  " \"join-optimal\": {\"makespan\": %s, \"peak_slots\": %llu},\n"
                  " \"equiv-chain\": %s,\n \"ratio\": %s}\n",
-                 cs, remat_join_span_star(p), m1, p1, eqjson, eq ? ratio : "null");
+                 cs, span, m1, p1, eqjson, ratio);
     else
         snprintf(text, sizeof text,
                  "algorithm,slots,makespan,peak_slots,ratio\n"
@@ -195,20 +205,23 @@ static void put_escaped(FILE *f, const char *s) {
     }
 }
 
-int cli_simulate_join(const char *problem_path, const char *schedule_path) {
+int cli_simulate_join(const char *problem_path, const char *problem_text, size_t len,
+                      const char *schedule_path) {
     remat_join_problem p;
     remat_join_schedule *s = NULL;
     remat_error e;
-    remat_status st = remat_join_problem_load(problem_path, &p, &e);
+    remat_status st = remat_join_problem_from_json(problem_text, len, problem_path, &p, &e);
     if (st != REMAT_OK) return fail(problem_path, st, &e);
     st = remat_join_schedule_load(schedule_path, &s, &e);
     if (st != REMAT_OK) return fail(schedule_path, st, &e);
-    remat_join_sim_result r;
-    st = remat_join_simulate(&p, s->ops, s->n_ops, p.slots, &r, &e);
+    remat_join_sim_result *res = NULL;
+    st = remat_join_simulate(&p, s->ops, s->n_ops, p.slots, &res, &e);
     remat_join_schedule_free(s);
     if (st != REMAT_OK) return fail(schedule_path, st, &e);
+    remat_join_sim_result r = *res;
+    remat_join_sim_result_free(res);
     char t[40];
-    put_num(t, sizeof t, r.time);
+    put_num(t, sizeof t, r.time, 1);
     if (r.valid) {
         printf("{\"valid\": true, \"time\": %s, \"makespan\": %s, \"peak_slots\": %llu}\n", t, t,
                (unsigned long long)r.peak_slots);

@@ -1,6 +1,5 @@
 /* remat simulate CHAIN SCHEDULE [--bandwidth B]
  * remat simulate PROBLEM JOIN-SCHEDULE (join problems, see cmd_join.c) */
-#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "cli_common.h"
@@ -17,23 +16,6 @@ static const char help[] =
     "  -b, --bandwidth B    host link for Off/Pre/Wait, bytes per time unit or SIZE/s;\n"
     "                       also prints idle times and the memory/link timeline\n"
     "  --timeline           print the timeline even without offload ops\n";
-
-/* 1 when the file is a JSON document whose "format" is fmt. Files too large
- * to be join problems are not parsed. */
-static int has_format(const char *path, const char *fmt) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    if (!strstr(buf, fmt)) return 0;
-    cJSON *doc = cJSON_Parse(buf);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, "format");
-    int ok = cJSON_IsString(v) && strcmp(v->valuestring, fmt) == 0;
-    cJSON_Delete(doc);
-    return ok;
-}
 
 int cmd_simulate(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL};
@@ -59,11 +41,22 @@ int cmd_simulate(int argc, char **argv) {
         }
     }
     if (npaths < 2) return cli_usage_error("simulate: expected CHAIN SCHEDULE; see remat simulate --help");
-    if (has_format(paths[0], "remat-join-1")) return cli_simulate_join(paths[0], paths[1]);
-
+    /* The first file is read once (it may be a pipe), then parsed as what it is. */
+    char *text = NULL;
+    size_t len = 0;
+    remat_error e;
+    remat_status st = remat_read_file(paths[0], &text, &len, &e);
+    if (st != REMAT_OK) return cli_report(st, &e);
     remat_chain *c = NULL;
-    int rc = cli_load_chain(paths[0], &c);
-    if (rc) return rc;
+    int rc;
+    if (remat_join_is_problem_json(text, len)) {
+        rc = cli_simulate_join(paths[0], text, len, paths[1]);
+        remat_free(text);
+        return rc;
+    }
+    st = remat_chain_from_json(text, len, paths[0], &c, &e);
+    remat_free(text);
+    if (st != REMAT_OK) return cli_report(st, &e);
     remat_sim_options so;
     remat_sim_options_init(&so);
     if (bw_text && (rc = cli_parse_bandwidth(bw_text, c, &so.bandwidth)) != 0) {
@@ -73,8 +66,7 @@ int cmd_simulate(int argc, char **argv) {
     so.record_timeline = timeline || bw_text != NULL;
     remat_schedule *s = NULL;
     remat_sim_result *r = NULL;
-    remat_error e;
-    remat_status st = remat_schedule_load(paths[1], &s, &e);
+    st = remat_schedule_load(paths[1], &s, &e);
     if (st == REMAT_OK) st = remat_simulate(c, s, &so, &r, &e);
     if (st != REMAT_OK) {
         rc = cli_report(st, &e);
@@ -85,7 +77,7 @@ int cmd_simulate(int argc, char **argv) {
         else rc = cli_write_output(NULL, text);
         remat_free(text);
         if (rc == CLI_OK && !r->valid)
-            rc = cli_usage_error("%s: op %zu (%s): %s", paths[1], r->fail_op, r->fail_op_text,
+            rc = cli_usage_error("%s: op %zu (%s): %s", paths[1], r->failed_op, r->failed_op_text,
                                  r->reason);
     }
     remat_sim_result_free(r);

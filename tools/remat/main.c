@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -48,12 +49,18 @@ int cli_write_output(const char *path, const char *text) {
         fputs(text, stdout);
         return fflush(stdout) == 0 ? CLI_OK : cli_usage_error("cannot write to stdout");
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) return cli_usage_error("%s: cannot open for writing", path);
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    return bad ? cli_usage_error("%s: write error", path) : CLI_OK;
+    remat_error e;
+    remat_status s = remat_write_file(path, text, strlen(text), &e);
+    return s == REMAT_OK ? CLI_OK : cli_report(s, &e);
+}
+
+int cli_check_output(const char *output, const char *input) {
+    struct stat a, b;
+    if (!output || !input || stat(output, &a) != 0 || stat(input, &b) != 0) return CLI_OK;
+    if (S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return cli_usage_error("-o %s: that is the input file %s; write the output elsewhere",
+                               output, input);
+    return CLI_OK;
 }
 
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **value) {
