@@ -9,6 +9,10 @@ import models as M
 from torchkit import copies, limits, measured_peak, same_step, wrap
 
 MODELS = ["gpt2", "llama", "bert", "vit", "resnet50", "densenet121", "unet", "pairnet"]
+# Hugging Face's Llama calls SDPA with is_causal and enable_gqa in eager mode,
+# but builds a mask and repeats the key/value heads while traced (it reads
+# position values to decide): remat runs its decoder layers as stages instead.
+PATH = {"llama": "modules"}
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -17,7 +21,8 @@ def test_model_at_three_limits(name):
     model, args, kwargs = M.ALL[name]()
     ref, base = copies(model)
     w = wrap(base, args, kwargs)
-    assert w.last_entry.info["path"] == "graph"
+    info = w.last_entry.info
+    assert info["path"] == PATH.get(name, "graph"), info["why"]
     for limit in limits(w):
         w.set_memory(limit)
         e = w.last_entry

@@ -33,6 +33,7 @@ import heapq
 import os
 import sys
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import torch
@@ -474,22 +475,39 @@ _IGNORED_OPS = ("aten._assert", "aten.detach", "aten.alias", "aten.lift_fresh")
 
 class _OpLog(TorchDispatchMode):
     """The ops reached from the parameters, with their output shapes. Mask
-    and index building (from inputs alone) is left out: it may differ
-    without changing any value autograd sees."""
+    and index building (from inputs alone) and views are left out: they may
+    differ without changing any value autograd sees."""
 
     def __init__(self, params: Sequence[torch.Tensor]) -> None:
         super().__init__()
         self.ops: List[Tuple[str, Tuple[Any, ...]]] = []
-        self.reached = {p.untyped_storage().data_ptr() for p in params}
+        # storage address -> tensors reached with it (weakly: once they are
+        # gone, the address may come back for an unrelated tensor)
+        self.reached: Dict[int, List[Any]] = {}
+        for p in params:
+            self._mark(p)
+
+    def _mark(self, t: torch.Tensor) -> None:
+        self.reached.setdefault(t.untyped_storage().data_ptr(), []).append(weakref.ref(t))
+
+    def _is_reached(self, t: torch.Tensor) -> bool:
+        refs = self.reached.get(t.untyped_storage().data_ptr())
+        if refs is None:
+            return False
+        refs[:] = [r for r in refs if r() is not None]
+        return bool(refs)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         ins = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-        if any(a.untyped_storage().data_ptr() in self.reached for a in ins):
+        if any(self._is_reached(a) for a in ins):
             outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-            self.reached.update(t.untyped_storage().data_ptr() for t in outs)
+            for t in outs:
+                self._mark(t)
             name = str(func).rsplit(".", 1)[0]
-            if not name.startswith(_IGNORED_OPS):
+            ptrs = {a.untyped_storage().data_ptr() for a in ins}
+            views = all(t.untyped_storage().data_ptr() in ptrs for t in outs)
+            if not name.startswith(_IGNORED_OPS) and not views:  # views change nothing
                 self.ops.append((name, tuple((tuple(t.shape), str(t.dtype)) for t in outs)))
         return out
 

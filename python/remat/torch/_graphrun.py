@@ -10,7 +10,8 @@ from torch import fx
 
 from . import _graph as G
 from ._executor import Runner, Step, boundary, rng_state_bytes
-from ._profile import (RESERVE, StageRun, dense_bytes, keys_of, measure, through_boundary,
+from ._profile import (RESERVE, RESERVE_PER_OP, StageRun, dense_bytes, keys_of, measure,
+                       through_boundary,
                        unique_bytes)
 
 _HELD = threading.local()
@@ -453,8 +454,23 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
     held_bytes += sum(1 for st in prog.stages if st.random) * rng_state_bytes(device)
-    held_bytes += RESERVE
+    held_bytes += shared_param_grads(prog, feeds)
+    held_bytes += RESERVE + RESERVE_PER_OP * len(prog.calls)
     return out, unique_bytes(ins), dense_bytes(ins), held_bytes
+
+
+def shared_param_grads(prog: GraphRun, feeds: Dict[fx.Node, Any]) -> int:
+    """A parameter read by several stages (tied embeddings): autograd keeps
+    the gradient of the later reader in the parameter's input buffer until
+    the earliest reader's backward adds to it, so one gradient of it is held
+    through the backward."""
+    total = 0
+    for ph, (kind, _) in prog.ph_spec.items():
+        v = feeds[ph]
+        if kind == "PARAMETER" and v.requires_grad and \
+                len({prog.stage_of[u] for u in ph.users if u in prog.stage_of}) > 1:
+            total += dense_bytes([v])
+    return total
 
 
 def _device_of(values: Any) -> torch.device:

@@ -31,10 +31,13 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+import remat
+
 from . import _graph as G
 from ._executor import Runner, Step, boundary, rng_state_bytes
 from ._memory import PeakMeter
-from ._profile import (RESERVE, StageRun, dense_bytes, keys_of, measure, through_boundary,
+from ._profile import (RESERVE, RESERVE_PER_OP, StageRun, dense_bytes, keys_of, measure,
+                       through_boundary,
                        unique_bytes)
 
 FreeKey = Tuple[str, int]
@@ -367,10 +370,18 @@ class ModuleRun(Runner):
         rest = max(0.0, plain["time"] - t_blocks)
         held = plain["prologue"] + plain["held_args"] + plain["outputs"]
         held += self.n_stages * rng_state_bytes(device) + RESERVE
-        self._epilogue = {"name": "epilogue", "fwd_time": rest / 3, "bwd_time": 2 * rest / 3,
-                          "out_bytes": 0, "saved_bytes": plain["epilogue"],
-                          "fwd_overhead": 0, "bwd_overhead": 0}
-        out.append(self._epilogue)
+        held += RESERVE_PER_OP * plain["ops"] + _tied_grads(self.model)
+        epilogue = {"name": "epilogue", "fwd_time": rest / 3, "bwd_time": 2 * rest / 3,
+                    "out_bytes": 0, "saved_bytes": plain["epilogue"],
+                    "fwd_overhead": 0, "bwd_overhead": 0}
+        # The epilogue (head, loss) is not measured alone: give its backward
+        # what the chain misses of the plain step's measured peak.
+        chain = remat.Chain([dict(s, fwd_overhead=f) for s, f in zip(out, fall)] + [epilogue],
+                            in_bytes, in_grad)
+        predicted = remat.store_all_cost(chain)[0] + plain["prologue"] + plain["held_args"] \
+            + plain["outputs"]
+        epilogue["bwd_overhead"] = max(0, plain["peak"] - predicted)
+        out.append(epilogue)
         self.fall_overheads = fall + [0]
         return out, in_bytes, in_grad, held
 
@@ -392,15 +403,26 @@ class ModuleRun(Runner):
         return got
 
     def _plain(self, args: tuple, kwargs: dict, repeat: int) -> Dict[str, Any]:
-        """One plain step, split by the blocks' hooks into prologue, blocks
-        and epilogue: what each part's operators save, the time of the step."""
-        free = {_fk(t) for t in list(self.model.parameters()) + list(self.model.buffers())}
+        """Plain steps, split by the blocks' hooks into prologue, blocks and
+        epilogue: what each part's operators save, the step's time and its
+        measured peak. Parameters take part through proxies with a .grad made
+        up front (gradients are added in place, as in training, and no hook of
+        the real parameters fires); buffers through copies."""
+        params = {n: p.detach().requires_grad_(p.requires_grad)
+                  for n, p in self.model.named_parameters()}
+        for q in params.values():
+            if q.requires_grad:
+                q.grad = torch.zeros_like(q)
+        state = {**params, **{n: b.clone() for n, b in self.model.named_buffers()}}
+        free = {_fk(t) for t in state.values()}
         free |= {_fk(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         part = ["prologue"]
         saved: Dict[str, List[torch.Tensor]] = {"prologue": [], "blocks": [], "epilogue": []}
         held_args: List[torch.Tensor] = []
+        n_ops = [0]
 
         def pack(t: torch.Tensor) -> torch.Tensor:
+            n_ops[0] += 1  # about one saved tensor per operator: enough for the reserve
             if _fk(t) not in free:
                 saved[part[0]].append(t.detach())
             return t.detach()
@@ -416,36 +438,47 @@ class ModuleRun(Runner):
                 if blk.index == self.n_stages:
                     part[0] = "epilogue"
             return hook
+
+        sizes: Dict[str, int] = {}
+
+        def run() -> Any:
+            for k in saved:
+                saved[k] = []
+            n_ops[0] = 0
+            held_args.clear()
+            part[0] = "prologue"
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                out = torch.func.functional_call(self.model, state, args, kwargs)
+            out_ts = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+            sizes.update(prologue=unique_bytes(saved["prologue"], free),
+                         epilogue=unique_bytes(saved["epilogue"], free | keys_of(out_ts)),
+                         held_args=unique_bytes(held_args, free),
+                         outputs=unique_bytes(out_ts, free))
+            for k in saved:  # let the backward free them, as eager does
+                saved[k].clear()
+            held_args.clear()
+            loss = [t for t in out_ts if t.requires_grad and t.dim() == 0] or \
+                [t for t in out_ts if t.requires_grad]
+            torch.autograd.backward(loss, [torch.ones_like(t) for t in loss],
+                                    inputs=[q for q in params.values() if q.requires_grad])
+            return out
         handles = []
         for b in self.blocks:
             handles.append(b.module.register_forward_pre_hook(pre(b), with_kwargs=True))
             handles.append(b.module.register_forward_hook(post(b), with_kwargs=True))
         times = []
         try:
-            for r in range(max(1, repeat)):
-                for k in saved:
-                    saved[k] = []
-                held_args.clear()
-                part[0] = "prologue"
+            for _ in range(max(1, repeat)):
                 t0 = time.perf_counter()
-                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    out = self.model(*args, **kwargs)
-                outs = [t for t in pytree.tree_leaves(out)
-                        if isinstance(t, torch.Tensor) and t.requires_grad]
-                loss = [t for t in outs if t.dim() == 0] or outs
-                torch.autograd.grad(loss, [p for p in self.model.parameters() if p.requires_grad],
-                                    [torch.ones_like(t) for t in loss], allow_unused=True)
+                out = run()
                 times.append((time.perf_counter() - t0) * 1e3)
+                del out
+            with PeakMeter(self._device) as meter:
+                out = run()
         finally:
             for h in handles:
                 h.remove()
-        out_ts = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-        out_keys = keys_of(out_ts)
-        return {"time": sorted(times)[len(times) // 2],
-                "prologue": unique_bytes(saved["prologue"], free),
-                "epilogue": unique_bytes(saved["epilogue"], free | out_keys),
-                "held_args": unique_bytes(held_args, free),
-                "outputs": unique_bytes(out_ts, free)}
+        return dict(sizes, time=sorted(times)[len(times) // 2], ops=n_ops[0], peak=meter.peak)
 
 
 class _BlockRun(StageRun):
@@ -484,6 +517,17 @@ class _BlockRun(StageRun):
         leaves = pytree.tree_leaves(out)
         a = [leaves[i] for i in blk.out_leaves]
         return StageRun.Result(a, saved, a, ins, free)
+
+
+def _tied_grads(model: nn.Module) -> int:
+    """Parameters registered under several names (tied embeddings): one
+    gradient each is held through the backward (see _graphrun)."""
+    count: Dict[int, int] = {}
+    params: Dict[int, torch.Tensor] = {}
+    for _, p in model.named_parameters(remove_duplicate=False):
+        count[id(p)] = count.get(id(p), 0) + 1
+        params[id(p)] = p
+    return dense_bytes([params[k] for k, c in count.items() if c > 1 and params[k].requires_grad])
 
 
 def _detached(x: Any) -> Any:
@@ -539,5 +583,3 @@ def _hash_code(h: Any, fn: Any) -> None:
         else:
             h.update(repr(c).encode())
 
-
-_ = PeakMeter

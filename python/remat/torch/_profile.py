@@ -31,8 +31,10 @@ from ._memory import PeakMeter
 FreeKey = Tuple[str, int]
 
 # Counted as held: room for the step's small tensors no stage measures (the
-# loss scalar and its seed, index tensors, the executor's bookkeeping).
+# loss scalar and its seed, index and statistics tensors, the executor's
+# bookkeeping), which grow with the number of operators.
 RESERVE = 4096
+RESERVE_PER_OP = 64
 
 
 def unique_bytes(tensors: Iterable[torch.Tensor], exclude: Set[FreeKey] = frozenset()) -> int:
