@@ -15,7 +15,7 @@ import json
 import os
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Tuple
 
 from . import _lib
 from ._curves import (Curve, Event, JoinCurve, Timeline, bandwidth_per_unit, curve, join_curve,
@@ -192,6 +192,10 @@ class Chain:
         doc.update(self.meta)
         return json.dumps(doc, indent=2)
 
+    def __reduce__(self) -> Tuple[Any, Tuple[str]]:
+        """Pickles (and deep-copies) as its JSON document."""
+        return (Chain.from_json, (self.to_json(),))
+
     def save(self, path: StrPath) -> None:
         """Writes the chain atomically: on failure the old file is kept."""
         _write_text(path, self.to_json() + "\n")
@@ -272,6 +276,10 @@ class Schedule:
         out = ctypes.c_void_p()
         _call(_lib.lib.remat_schedule_to_json, self._ptr, ctypes.byref(out))
         return _lib.take_string(out)
+
+    def __reduce__(self) -> Tuple[Any, Tuple[str]]:
+        """Pickles (and deep-copies) as its JSON document."""
+        return (Schedule.from_json, (self.to_json(),))
 
     def save(self, path: StrPath) -> None:
         """Writes the schedule atomically: on failure the old file is kept."""

@@ -268,54 +268,63 @@ class RematModule(nn.Module):
 
 
 def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any]) -> Entry:
-    """Capture, profile (or load the cached profile) and solve for one input."""
-    from ._graphrun import GraphRun
-    from ._modules import ModuleRun
+    """Capture, profile (or load the cached profile) and solve for one input.
+    Capture runs under the caller's autocast state, as the step will."""
     progress = Progress("profiling", cfg["progress"])
-    model = module._remat_model
-    program: Any = None
-    why = ""
-    mode = cfg["capture"]
-    export_log = ""
-    eager_only: Any = None
-    if mode in ("auto", "graph"):
-        try:
-            with _stderr_to(export_log_file := tempfile.TemporaryFile("w+")), \
-                    torch.autocast("cpu", enabled=False), _no_cuda_autocast():
-                program = GraphRun.capture(model, args, kwargs, cfg["max_stages"])
-            why = "torch.export captured the whole model"
-            _replay(export_log_file)
-            diff = program.differs_from_eager(model, args, kwargs)
-            if diff is not None and mode == "auto":
-                why = "the exported graph runs other kernels than eager (%s), so gradients " \
-                      "would differ in the last bits; the model's own code runs instead" % diff
-                eager_only = program
-                program = None
-        except Exception as e:  # export raises many kinds; the fallback says why
-            export_log = _read(export_log_file)
-            if mode == "graph":
-                raise G.CaptureError("remat: torch.export failed: %s" % _first_line(e)) from e
-            why = "torch.export failed: %s" % _first_line(e)
-    if program is None:
-        try:
-            program = ModuleRun.capture(model, args, kwargs)
-        except G.CaptureError as e:
-            if eager_only is not None:  # no run of blocks: the graph, last bits aside
-                program = eager_only
-                why += "; but no run of blocks was found (%s), so the graph runs" % e
-                warnings.warn("remat: %s" % why, stacklevel=3)
-            else:
-                raise G.CaptureError("remat: cannot run this model: %s; and %s" % (
-                    why or "capture='modules' was asked", e)) from None
-        if mode == "auto" and program.path == "modules" and eager_only is None:
-            warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=3)
-    progress.note("%s path: %s" % (program.path, why or "module-level stages"))
+    program, why, export_log = _capture(module._remat_model, args, kwargs, cfg)
+    progress.note("%s path: %s" % (program.path, why))
     chain, held, info = _profiled(program, module, args, kwargs, cfg, progress)
-    info.update(path=program.path, why=why or "capture='modules'", export_log=export_log)
+    info.update(path=program.path, why=why, export_log=export_log)
     entry = Entry(program, chain, held, info)
     entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress)
     progress.close()
     return entry
+
+
+def _capture(model: nn.Module, args: tuple, kwargs: dict, cfg: Dict[str, Any]
+             ) -> Tuple[Any, str, str]:
+    """(program, why this path, what a failed export printed). The graph
+    path when torch.export captures the model and the graph runs what eager
+    runs; else the module path; else the graph anyway (with a warning: its
+    gradients may differ from eager in the last bits); else an error that
+    gives both reasons."""
+    from ._graphrun import GraphRun
+    from ._modules import ModuleRun
+    mode = cfg["capture"]
+    graph: Any = None
+    why = "capture='modules'"
+    log = ""
+    if mode in ("auto", "graph"):
+        with tempfile.TemporaryFile("w+") as f:
+            try:
+                with _stderr_to(f):
+                    graph = GraphRun.capture(model, args, kwargs, cfg["max_stages"])
+            except Exception as e:  # export raises many kinds; the fallback says why
+                if mode == "graph":
+                    raise G.CaptureError("remat: torch.export failed: %s" % _first_line(e)) from e
+                why = "torch.export failed: %s" % _first_line(e)
+            f.seek(0)
+            log = f.read()
+        if graph is not None:
+            if log:  # what a successful export printed (the model's own warnings)
+                sys.stderr.write(log)
+                log = ""
+            diff = graph.differs_from_eager(model, args, kwargs) if mode == "auto" else None
+            if diff is None:
+                return graph, "torch.export captured the whole model", ""
+            why = "the exported graph runs other kernels than eager (%s), so gradients would " \
+                  "differ in the last bits; the model's own code runs instead" % diff
+    try:
+        program = ModuleRun.capture(model, args, kwargs)
+    except G.CaptureError as e:
+        if graph is None:
+            raise G.CaptureError("remat: cannot run this model: %s; and %s" % (why, e)) from None
+        why += "; but no run of blocks was found (%s), so the graph runs" % e
+        warnings.warn("remat: %s" % why, stacklevel=4)
+        return graph, why, log
+    if graph is None and mode == "auto":
+        warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=4)
+    return program, why, log
 
 
 @contextlib.contextmanager
@@ -331,31 +340,6 @@ def _stderr_to(f: Any) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
-
-
-def _read(f: Any) -> str:
-    f.seek(0)
-    text = f.read()
-    f.close()
-    return text
-
-
-def _replay(f: Any) -> None:
-    """What a successful export printed (the model's own warnings) goes out."""
-    text = _read(f)
-    if text:
-        sys.stderr.write(text)
-
-
-class _no_cuda_autocast:
-    def __enter__(self) -> None:
-        self.cm = torch.autocast("cuda", enabled=False) if torch.cuda.is_available() else None
-        if self.cm is not None:
-            self.cm.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.cm is not None:
-            self.cm.__exit__(*exc)
 
 
 def _first_line(e: BaseException) -> str:

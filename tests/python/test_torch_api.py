@@ -1,0 +1,322 @@
+"""remat.torch.checkpoint as a drop-in module: state_dict, modes, inference,
+device and dtype moves, inputs and outputs of any structure, and autograd's
+own features (autograd.grad, backward(inputs=...), retain_graph, hooks,
+gradient accumulation) exactly as in plain autograd."""
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+import models as M
+import remat
+import remat.torch as rt
+from torchkit import assert_same, copies, loss_of, measured_peak, same_step, state, step, wrap, \
+    zero_grads
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    torch.manual_seed(0)
+    return M.gpt2(layers=2, width=64, seq=32)
+
+
+def wrapped(example, memory=0.7, **kw):
+    model, args, kwargs = example
+    ref, base = copies(model)
+    return ref, wrap(base, args, kwargs, memory=memory, **kw), args, kwargs
+
+
+def test_same_state_dict_parameters_and_training_flags(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    assert list(w.state_dict().keys()) == list(ref.state_dict().keys())
+    assert [n for n, _ in w.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    w.load_state_dict(ref.state_dict())
+    w.eval()
+    assert not w.training and all(not m.training for m in w.modules())
+    w.train()
+    assert w.training and all(m.training for m in w.modules())
+    assert w.config is w._remat_model.config  # attributes pass through to the model
+
+
+def test_no_grad_runs_the_model_itself(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    prepared = len(w._remat_entries)
+    ref.eval()
+    w.eval()
+    with torch.no_grad():
+        a, b = ref(*args, **kwargs), w(*args, **kwargs)
+    assert type(a) is type(b) and torch.equal(a.logits, b.logits)
+    assert len(w._remat_entries) == prepared
+
+
+def test_outputs_keep_their_structure(gpt):
+    _, w, args, kwargs = wrapped(gpt)
+    out = w(*args, **kwargs)
+    assert type(out).__name__ == "CausalLMOutputWithCrossAttentions"
+    assert out.loss.dim() == 0 and out.logits.shape[:2] == args[0].shape
+    model, pargs, pkw = M.pairnet()
+    w2 = wrap(model, pargs, pkw)
+    out = w2(*pargs)
+    assert set(out) == {"out", "aux"} and isinstance(out["aux"], tuple)
+
+
+def test_keyword_order_and_positional_mix(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    ids = args[0]
+    zero_grads(ref)
+    zero_grads(w)
+    torch.manual_seed(3)
+    ref(input_ids=ids, labels=ids).loss.backward()
+    torch.manual_seed(3)
+    w(labels=ids, input_ids=ids).loss.backward()
+    assert_same(state(ref), state(w))
+
+
+def test_to_double_after_wrapping_profiles_again_and_stays_exact(gpt):
+    ref, w, args, kwargs = wrapped(gpt, memory=0.6)
+    ref.double()
+    w.double()
+    same_step(ref, w, args, kwargs)
+    assert len(w._remat_entries) == 2
+    e = w.last_entry
+    assert e.chain.stages[1]["out_bytes"] > 0
+    peak = measured_peak(w, args, kwargs)
+    assert peak <= e.limit
+
+
+def test_autograd_grad_matches_and_leaves_grad_alone(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    outs = []
+    for m in (ref, w):
+        for p in m.parameters():
+            p.grad = None
+        torch.manual_seed(5)
+        loss = m(*args, **kwargs).loss
+        outs.append(torch.autograd.grad(loss, list(m.parameters())))
+        assert all(p.grad is None for p in m.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(*outs))
+
+
+def test_backward_inputs_computes_only_those(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    grads = []
+    for m in (ref, w):
+        for p in m.parameters():
+            p.grad = None
+        some = [m.transformer.h[0].attn.c_attn.weight, m.transformer.wpe.weight]
+        torch.manual_seed(5)
+        m(*args, **kwargs).loss.backward(inputs=some)
+        assert sum(p.grad is not None for p in m.parameters()) == 2
+        grads.append([p.grad for p in some])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+def test_retain_graph_second_backward(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    for m in (ref, w):
+        zero_grads(m)
+        torch.manual_seed(5)
+        loss = m(*args, **kwargs).loss
+        loss.backward(retain_graph=True)
+        loss.backward()
+    assert_same(state(ref), state(w))
+
+
+def test_hooks_on_tensors_and_parameters(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    seen = []
+    for m in (ref, w):
+        got = {}
+        zero_grads(m)
+        h = m.transformer.h[1].mlp.c_fc.weight.register_hook(
+            lambda g, got=got: got.setdefault("param", g.clone()))
+        torch.manual_seed(5)
+        out = m(*args, **kwargs)
+        out.logits.register_hook(lambda g, got=got: got.setdefault("logits", g.clone()))
+        out.loss.backward()
+        h.remove()
+        seen.append(got)
+    assert seen[0].keys() == seen[1].keys() == {"param", "logits"}
+    assert all(torch.equal(seen[0][k], seen[1][k]) for k in seen[0])
+
+
+def test_gradient_accumulation_over_micro_batches(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    ids = args[0]
+    for m in (ref, w):
+        zero_grads(m)
+        for k in range(2):
+            torch.manual_seed(k)
+            part = ids[k:k + 1]
+            m(part, labels=part).loss.backward()
+    assert_same(state(ref), state(w))
+
+
+def test_double_backward_is_refused_not_wrong(gpt):
+    _, w, args, kwargs = wrapped(gpt)
+    loss = w(*args, **kwargs).loss
+    with pytest.raises(rt.RematRuntimeError, match="create_graph"):
+        torch.autograd.grad(loss, list(w.parameters()), create_graph=True)
+
+
+def test_input_mutated_before_backward_is_refused():
+    model, args, kwargs = M.bert(layers=2, width=64, seq=32)
+    mask = kwargs["attention_mask"].clone()
+    w = wrap(model, args, {"attention_mask": mask}, memory=0.7)
+    out = w(*args, attention_mask=mask)
+    mask[1, :4] = 0  # changed after the forward: the recomputation would see it
+    with pytest.raises(rt.RematRuntimeError, match="modified in place"):
+        loss_of(out).backward()
+
+
+def test_deepcopy_and_torch_save(gpt):
+    ref, w, args, kwargs = wrapped(gpt)
+    for clone in (copy.deepcopy(w), _save_load(w)):
+        r2 = copy.deepcopy(ref)
+        assert clone._remat_entries == {}
+        same_step(r2, clone, args, kwargs)
+        assert len(clone._remat_entries) == 1
+
+
+def _save_load(m):
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)
+
+
+def test_pickle_of_chain_and_schedule_travels():
+    c = remat.Chain([{"name": "a", "fwd_time": 1, "bwd_time": 1, "out_bytes": 4,
+                      "saved_bytes": 8}, {"name": "l", "fwd_time": 0, "bwd_time": 0,
+                                          "out_bytes": 0, "saved_bytes": 0}], 4)
+    assert pickle.loads(pickle.dumps(c)).stages == c.stages
+
+
+def test_new_batch_size_is_profiled_and_limit_holds(gpt):
+    model, args, kwargs = gpt
+    w = wrap(copy.deepcopy(model), args, kwargs, memory=0.7)
+    big = torch.cat([args[0]] * 4)
+    zero_grads(w)
+    peak = measured_peak(w, (big,), {"labels": big})
+    e = w.last_entry
+    assert len(w._remat_entries) == 2 and e.chain.stages[1]["out_bytes"] > 0
+    assert peak <= e.limit
+
+
+def test_new_input_refused_on_request(gpt):
+    model, args, kwargs = gpt
+    w = wrap(copy.deepcopy(model), args, kwargs, on_new_input="error")
+    ids = args[0][:1]
+    with pytest.raises(rt.InputChanged):
+        w(ids, labels=ids)
+
+
+def test_autocast_is_replayed_and_profiled():
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2(layers=2, width=64, seq=32)
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs, memory=0.7)
+    fp32 = w.last_entry
+    for m in (ref, w):
+        zero_grads(m)
+        torch.manual_seed(5)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = m(*args, **kwargs)
+        out.loss.backward()
+    assert_same(state(ref), state(w))
+    bf16 = w.last_entry
+    assert bf16 is not fp32
+    assert bf16.chain.stages[2]["saved_bytes"] < fp32.chain.stages[2]["saved_bytes"]
+
+
+def test_dropout_and_batchnorm_as_plain():
+    torch.manual_seed(0)
+    model, args, kwargs = M.resnet50(image=32)
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs, memory=0.7)
+    for _ in range(2):
+        same_step(ref, w, args, kwargs)
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2(layers=2, width=64, seq=32)  # dropout 0.1 everywhere
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs, memory=0.7)
+    same_step(ref, w, args, kwargs)
+
+
+def test_cache_reuses_and_tells_different_code_apart(tmp_path):
+    torch.manual_seed(0)
+    model, args, kwargs = M.convnext(image=32)
+    a = wrap(copy.deepcopy(model), args, kwargs, cache=str(tmp_path))
+    assert a.last_entry.info["cached"] is None
+    b = wrap(copy.deepcopy(model), args, kwargs, cache=str(tmp_path))
+    assert b.last_entry.info["cached"] and b.last_entry.chain.stages == a.last_entry.chain.stages
+
+    class Wider(M.ConvNeXt):  # same modules and parameters, other forward code
+        def forward(self, x):
+            x = torch.cat([x, x], 0)
+            return super().forward(x)
+    c = wrap(Wider(), args, kwargs, cache=str(tmp_path))
+    assert c.last_entry.info["cached"] is None
+    assert c.last_entry.chain.stages[0]["out_bytes"] == 2 * a.last_entry.chain.stages[0]["out_bytes"]
+    before = sorted(tmp_path.iterdir())
+    wrap(copy.deepcopy(model), args, kwargs, cache=False)
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_progress_lines(capsys, monkeypatch):
+    from remat.torch import _progress
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    model, args, kwargs = M.mlp()
+    wrap(model, args, kwargs, progress=True)
+    err = capsys.readouterr().err
+    assert "remat: profiling" in err and "stages profiled" in err
+    wrap(copy.deepcopy(model), args, kwargs, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_report_and_infeasible_message(gpt):
+    model, args, kwargs = gpt
+    w = wrap(copy.deepcopy(model), args, kwargs)
+    assert "graph path" in w.remat_report()
+    with pytest.raises(remat.InfeasibleError) as e:
+        w.set_memory(1024)
+    assert e.value.min_memory > 1024 and "Plain autograd needs" in str(e.value)
+
+
+def test_step_outputs_are_unchanged_by_training(gpt):
+    """Forward values equal plain autograd's, step after step."""
+    ref, w, args, kwargs = wrapped(gpt)
+    for _ in range(2):
+        zero_grads(ref)
+        zero_grads(w)
+        assert torch.equal(step(ref, args, kwargs), step(w, args, kwargs))
+        with torch.no_grad():
+            for p, q in zip(ref.parameters(), w.parameters()):
+                p -= 0.1 * p.grad
+                q -= 0.1 * q.grad
+
+
+class _Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_input_that_requires_grad_gets_its_gradient():
+    m = _Mlp()
+    x = torch.randn(4, 8, requires_grad=True)
+    ref, base = copies(m)
+    w = wrap(base, (x,), {})
+    grads = []
+    for mod in (ref, w):
+        xx = x.detach().clone().requires_grad_()
+        mod(xx).square().sum().backward()
+        grads.append(xx.grad)
+    assert torch.equal(*grads)
