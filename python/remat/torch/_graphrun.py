@@ -291,7 +291,7 @@ class GraphRun(Runner):
             for src, ph in self.buffer_updates:
                 if self.stage_of.get(src) == j:
                     with torch.no_grad():
-                        env[ph].copy_(env[src])
+                        feeds[ph].copy_(env[src])
             a_j = bnd if j < self.n_stages else [env[o] for o in st.re_outputs]
             del outs, bnd, v
             step.after_main(j, a_j)
