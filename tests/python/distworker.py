@@ -1,0 +1,44 @@
+"""The worker of test_torch_distributed, in a module of its own so that the
+spawned processes import it by a plain name."""
+import datetime
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(rank, world, init, how, out):
+    import models as M
+    from torchkit import loss_of, wrap
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    try:
+        torch.manual_seed(0)
+        model, args, kwargs = M.pairnet(batch=4)
+        x = args[0] + rank  # each rank its own data
+        grads = []
+        for use_remat in (False, True):
+            torch.manual_seed(0)
+            m = M.PairNet().train()
+            m.load_state_dict(model.state_dict())
+            if use_remat:
+                m = wrap(m, (x,), {}, memory=0.6)
+            if how == "ddp":
+                from torch.nn.parallel import DistributedDataParallel
+                m = DistributedDataParallel(m)
+            else:
+                from torch.distributed.fsdp import fully_shard
+                fully_shard(m)
+            torch.manual_seed(1 + rank)
+            loss_of(m(x)).backward()
+            g = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+                 for p in m.parameters()]
+            grads.append([t.detach().clone() for t in g])
+        same = all(torch.equal(a, b) for a, b in zip(*grads))
+        torch.save({"same": same, "n": len(grads[1])}, "%s.%d" % (out, rank))
+    finally:
+        dist.destroy_process_group()
