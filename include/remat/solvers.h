@@ -38,6 +38,14 @@ typedef enum remat_revolve_mode {
 #define REMAT_DEFAULT_OFFLOAD_VALUES 50
 /* Default cap on one solver's tables and search state, in bytes. */
 #define REMAT_DEFAULT_MAX_WORK_BYTES ((uint64_t)8 << 30)
+/* Default cap on the estimated time of one remat_solve or remat_curve_compute
+ * call, in seconds: work estimated longer is refused up front. */
+#define REMAT_DEFAULT_MAX_SECONDS 30.0
+
+/* Progress of long work: `done` rises from 0 to 1; `what` names the step
+ * (e.g. "optimal: table"). Called from the thread that called remat_solve()
+ * or remat_curve_compute(), a few dozen times per step at most. */
+typedef void (*remat_progress_fn)(void *arg, double done, const char *what);
 
 typedef struct remat_solve_options {
     remat_algorithm algorithm;
@@ -52,6 +60,12 @@ typedef struct remat_solve_options {
     uint32_t offload_values; /* pofo: N memory values; 0 = REMAT_DEFAULT_OFFLOAD_VALUES */
     uint64_t max_work_bytes; /* cap on tables/search; 0 = REMAT_DEFAULT_MAX_WORK_BYTES */
     unsigned threads;        /* worker threads; 0 = all online cores */
+    /* Work estimated (before it starts) to take longer than this many seconds
+     * is refused with REMAT_E_TOO_LARGE and the estimate in the message;
+     * 0 = REMAT_DEFAULT_MAX_SECONDS, < 0 = no limit. */
+    double max_seconds;
+    remat_progress_fn progress; /* NULL = silent */
+    void *progress_arg;         /* passed to progress */
 } remat_solve_options;
 
 /* Fills defaults: algorithm optimal, memory 0, slots -1, everything else 0. */

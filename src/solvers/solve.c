@@ -64,6 +64,31 @@ remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, do
     return st;
 }
 
+double remat__max_seconds(const remat_solve_options *o) {
+    if (o->max_seconds < 0) return INFINITY;
+    return o->max_seconds > 0 ? o->max_seconds : REMAT_DEFAULT_MAX_SECONDS;
+}
+
+remat_status remat__check_time(const remat_solve_options *o, double seconds, const char *what,
+                               const char *hint, remat_error *err) {
+    double limit = remat__max_seconds(o);
+    REMAT__RETURN_IF(!(seconds <= limit), err, REMAT_E_TOO_LARGE,
+                     "%s: estimated to take about %.3g s, more than the limit of %.3g s; %s, or "
+                     "raise the limit (--max-time, max_seconds)",
+                     what, seconds, limit, hint);
+    return REMAT_OK;
+}
+
+double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds) {
+    unsigned k = remat__threads(o->threads);
+    return one_core_seconds / (k > 1 ? 0.8 * k : 1.0);
+}
+
+void remat__progress(const remat_solve_options *o, double done, const char *what) {
+    if (!o->progress) return;
+    o->progress(o->progress_arg, done < 0 ? 0 : done > 1 ? 1 : done, what);
+}
+
 static int is_offload(remat_algorithm a) {
     return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
            a == REMAT_ALG_AUTOCAPPER;
@@ -87,6 +112,7 @@ static remat_status check_options(const remat_solve_options *o, remat_error *err
                      "bucket: %llu is 2^53 or more", (unsigned long long)o->bucket_bytes);
     REMAT__RETURN_IF((unsigned)o->revolve_mode > REMAT_REVOLVE_UNIFORM_MEMORY, err, REMAT_E_INPUT,
                      "revolve mode: unknown value %d", (int)o->revolve_mode);
+    REMAT__RETURN_IF(isnan(o->max_seconds), err, REMAT_E_INPUT, "max_seconds: is NaN");
     return REMAT_OK;
 }
 
