@@ -34,12 +34,14 @@ typedef struct opt_ctx {
     uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
     uint64_t unit;                  /* bytes per unit: 1, or the slot (a power of two) */
     uint64_t budget;                /* inside budget at the top (units) */
-    uint64_t *lo, *lot, *g;         /* [n*n] need (also transposed), store-all need */
-    size_t *off;                    /* [n*n] row offsets into tab */
+    /* Pairs s <= t use one triangle of an n x n array and the transposed
+     * copies (t, s) the other, so each pair of names shares one array. */
+    uint64_t *lo, *lot;             /* [n*n] the need lo(s, t), and at (t, s) */
+    uint64_t *g, *off;              /* [n*n] store-all need, and at (t, s) the row offset */
     float *tab;
     double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times, scaled */
     double scale;     /* times * scale keep float tables well inside range */
-    struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and by (t,s) */
+    struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and at (t,s) */
     opt_kernel kern[4]; /* relax loops: [row,row], [row,const], [const,row], [const,const] */
 } opt_ctx;
 
@@ -47,8 +49,8 @@ typedef struct opt_ctx {
 
 static void ctx_free(opt_ctx *x) {
     free(x->a); free(x->ab); free(x->d); free(x->of); free(x->ob); free(x->fnp);
-    free(x->lo); free(x->lot); free(x->g); free(x->off); free(x->tab);
-    free(x->pf); free(x->pfb); free(x->vw); free(x->vwt);
+    free(x->lo); free(x->g); free(x->tab); /* lot, off and vwt share lo, g and vw */
+    free(x->pf); free(x->pfb); free(x->vw);
     memset(x, 0, sizeof *x);
 }
 
@@ -173,14 +175,14 @@ static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work
     if (!x->pf || !x->pfb) return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
     uint64_t cap = max_work ? max_work : REMAT_DEFAULT_MAX_WORK_BYTES;
     uint64_t per = (uint64_t)nn * 8;
-    REMAT__RETURN_IF(per / 8 != nn || per > cap / 4, err, REMAT_E_TOO_LARGE,
+    REMAT__RETURN_IF(per / 8 != nn || per > cap / 2, err, REMAT_E_TOO_LARGE,
                      "optimal: the per-pair bounds of %zu stages would need %llu bytes, more "
                      "than the work limit of %llu bytes",
-                     c->n, (unsigned long long)(per * 4), (unsigned long long)cap);
-    /* lo, lot, g are uint64_t and off size_t: 8 bytes each is enough */
-    void **pair[4] = {(void **)&x->lo, (void **)&x->lot, (void **)&x->g, (void **)&x->off};
-    for (int k = 0; k < 4; k++)
-        REMAT__FORWARD(remat__alloc_table(pair[k], nn, 8, cap, "optimal per-pair bounds", err));
+                     c->n, (unsigned long long)(per * 2), (unsigned long long)cap);
+    REMAT__FORWARD(remat__alloc_table((void **)&x->lo, nn, 8, cap, "optimal per-pair bounds", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, 8, cap, "optimal per-pair bounds", err));
+    x->lot = x->lo;
+    x->off = x->g;
     /* Scale times by a power of two so the float table keeps its precision. */
     long double total = 0; /* long double: no overflow for any finite times */
     for (size_t i = 1; i <= c->n; i++)
@@ -414,14 +416,14 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
     return REMAT_OK;
 }
 
-/* The budgets at which row (s, t) is read, [*beg, *end): from the top budget
- * less the most that any path from the root holds outside (s, t), up to the
- * top budget less its input a[s-1] (rows s >= 2), within [lo, g). held(1, n)
- * is 0 for a solve (only C(1, n, budget) is wanted) and the whole budget for
- * a curve. held(s, t) is the max over the sub-problems that read (s, t):
+/* The budgets at which row (s, t) is read: from the top budget less the
+ * most that any path from the root holds outside (s, t), up to the top
+ * budget less its input a[s-1] (rows s >= 2), within [lo, g). held(1, n) =
+ * root_span: the root is read at budgets from budget - root_span up (0 for a
+ * plain solve, the whole budget for a curve). held(s, t) is the max over the sub-problems that read (s, t):
  * (s, t') for t' > t at the same budget, (s0, t) for s0 < s after Fck s0 with
  * s' = s (a[s-1] more), and (s-1, t) after Fall s-1 (abar[s-1] more). */
-static remat_status query_ranges(opt_ctx *x, int all_budgets, remat_error *err) {
+static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *err) {
     size_t n = x->n;
     uint64_t *ha = remat__calloc(n + 1, sizeof *ha), *hp = remat__calloc(n + 1, sizeof *hp);
     if (!ha || !hp) {
@@ -431,7 +433,7 @@ static remat_status query_ranges(opt_ctx *x, int all_budgets, remat_error *err) 
     }
     /* ha[t]: max held(s0, t) over s0 < s; hp[t]: held(s-1, t) */
     for (size_t s = 1; s <= n; s++) {
-        uint64_t hb = s == 1 && all_budgets ? x->budget : 0, top = x->budget + 1;
+        uint64_t hb = s == 1 ? root_span : 0, top = x->budget + 1;
         if (s >= 2) top = x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
         for (size_t t = n; t >= s; t--) {
             uint64_t h = hb;
@@ -459,14 +461,13 @@ static remat_status query_ranges(opt_ctx *x, int all_budgets, remat_error *err) 
 /* Lays the rows out (query ranges, offsets), estimates the work, checks it
  * against the limits, allocates and fills the table. */
 static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int exact,
-                                int all_budgets, remat_error *err) {
+                                uint64_t root_span, remat_error *err) {
     size_t n = x->n, nn = n * n, total = 0;
     uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
                                       err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->vwt, nn, sizeof(opt_view), cap, "optimal rows",
-                                      err));
-    REMAT__FORWARD(query_ranges(x, all_budgets, err));
+    x->vwt = x->vw;
+    REMAT__FORWARD(query_ranges(x, root_span, err));
     size_t nb = block_count(x);
     uint64_t *block_work = remat__calloc(nb ? nb : 1, sizeof *block_work);
     REMAT__RETURN_IF(!block_work, err, REMAT_E_NOMEM, "optimal: out of memory");
@@ -475,7 +476,7 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
         for (size_t s = 1; s < t; s++) {
             const opt_view *v = &x->vw[IDX(x, s, t)];
             size_t len = (size_t)(v->hi - v->lo);
-            x->off[IDX(x, s, t)] = total;
+            x->off[IDX(x, t, s)] = total;
             if (len > SIZE_MAX - total) {
                 free(block_work);
                 return remat__fail(err, REMAT_E_TOO_LARGE,
@@ -504,7 +505,7 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
         for (size_t s = 1; s <= n; s++)
             for (size_t t = s; t <= n; t++) {
                 opt_view *v = &x->vw[IDX(x, s, t)];
-                v->row = x->tab + x->off[IDX(x, s, t)];
+                if (t > s) v->row = x->tab + x->off[IDX(x, t, s)];
                 x->vwt[IDX(x, t, s)] = *v;
             }
         pick_kernels(x->kern);
@@ -741,11 +742,61 @@ remat_status remat__min_memory_optimal(const remat_chain *c, const remat_solve_o
     return st;
 }
 
-/* The table at limit `mem` (prepare() must have said it fits), with every
- * budget (all_budgets, for a curve) or only those a solve at mem reads. */
-static remat_status solve_table(opt_ctx *x, const remat_solve_options *o, int all_budgets,
+/* The table for root budgets budget - root_span .. budget (prepare() must
+ * have said the lowest fits). */
+static remat_status solve_table(opt_ctx *x, const remat_solve_options *o, uint64_t root_span,
                                 remat_error *err) {
-    return build_table(x, o, slots_of(o) == 0, all_budgets, err);
+    return build_table(x, o, slots_of(o) == 0, root_span, err);
+}
+
+/* Time and exact peak of the schedule the table gives at budget b. */
+static remat_status follow(const opt_ctx *x, uint64_t b, double *time, uint64_t *peak,
+                           remat_error *err) {
+    opt_rebuild r = {x, NULL, 0, 0, NULL, 0, 0};
+    REMAT__FORWARD(rebuild(&r, b, err));
+    *time = r.time;
+    *peak = r.peak;
+    return REMAT_OK;
+}
+
+/* Rounding every size up to whole slots leaves the schedule at the limit's
+ * budget under the limit in bytes, by about the rounding's share of the
+ * sizes. So the table also covers budgets that much above it (headroom()),
+ * and the largest budget whose schedule still fits the limit in bytes (exact
+ * peak, by bisection) is taken; the limit's own budget always fits, so this
+ * never does worse. */
+static uint64_t headroom(const opt_ctx *x, uint64_t base) {
+    if (x->unit <= 1) return 0;
+    long double bytes = 0, rounded = 0;
+    for (size_t i = 1; i <= x->n; i++) {
+        bytes += (long double)remat_chain_a_bytes(x->c, i) + remat_chain_abar_bytes(x->c, i);
+        rounded += ((long double)x->a[i] + x->ab[i]) * x->unit;
+    }
+    if (!(bytes > 0) || rounded <= bytes) return 0;
+    long double extra = (long double)base * (rounded / bytes - 1);
+    return extra > base / 2 ? base / 2 : (uint64_t)extra;
+}
+
+static remat_status pick_budget(const opt_ctx *x, uint64_t base, uint64_t mem, uint64_t *out,
+                                remat_error *err) {
+    double t;
+    uint64_t peak, lo = base, hi = x->budget + 1; /* lo fits; hi is past the table */
+    *out = base;
+    if (x->budget == base) return REMAT_OK;
+    REMAT__FORWARD(follow(x, x->budget, &t, &peak, err));
+    if (peak <= mem) {
+        *out = x->budget;
+        return REMAT_OK;
+    }
+    hi = x->budget;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        REMAT__FORWARD(follow(x, mid, &t, &peak, err));
+        if (peak <= mem) lo = mid;
+        else hi = mid;
+    }
+    *out = lo;
+    return REMAT_OK;
 }
 
 remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_options *o,
@@ -758,12 +809,15 @@ remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_option
     int fits = 0;
     remat_status st = prepare(&x, c, o, o->memory, &fits, err);
     if (st == REMAT_OK && !fits) st = infeasible(&x, o, store_peak, o->memory, err);
-    if (st == REMAT_OK) st = solve_table(&x, o, 0, err);
+    uint64_t base = x.budget, b = base;
+    if (st == REMAT_OK) x.budget = base + headroom(&x, base);
+    if (st == REMAT_OK) st = solve_table(&x, o, x.budget - base, err);
+    if (st == REMAT_OK) st = pick_budget(&x, base, o->memory, &b, err);
     remat_schedule *s = NULL;
     if (st == REMAT_OK) st = remat_schedule_new("optimal", &s, err);
     if (st == REMAT_OK) {
         opt_rebuild r = {&x, s, 0, 0, NULL, 0, 0};
-        st = rebuild(&r, x.budget, err);
+        st = rebuild(&r, b, err);
         s->time = r.time;
         s->peak_bytes = r.peak;
     }
@@ -874,7 +928,7 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
     if (st == REMAT_OK)
         st = remat__alloc_table((void **)&cv->points, (size_t)budgets + 3, sizeof *cv->points,
                                 o->max_work_bytes, "optimal curve", err);
-    if (st == REMAT_OK && fits) st = solve_table(&x, o, 1, err);
+    if (st == REMAT_OK && fits) st = solve_table(&x, o, x.budget, err);
     float prev = INFINITY;
     if (st == REMAT_OK && mm < store_peak) {
         uint64_t first = fits ? sat(byte_a(c, 0) + sat(view_of(&x, 1, x.n).lo * x.unit)) : top;
