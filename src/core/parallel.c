@@ -84,13 +84,22 @@ void remat__gates_free(remat__gates *g) {
     free(g);
 }
 
-void remat__gate_raise(remat__gates *g, size_t i, size_t v) {
-    atomic_store(&g->v[i], v);
+static void wake(remat__gates *g) {
     if (atomic_load(&g->waiters) > 0) {
         pthread_mutex_lock(&g->mu);
         pthread_cond_broadcast(&g->cv);
         pthread_mutex_unlock(&g->mu);
     }
+}
+
+void remat__gate_raise(remat__gates *g, size_t i, size_t v) {
+    atomic_store(&g->v[i], v);
+    wake(g);
+}
+
+void remat__gate_add(remat__gates *g, size_t i, size_t v) {
+    atomic_fetch_add(&g->v[i], v);
+    wake(g);
 }
 
 void remat__gate_wait(remat__gates *g, size_t i, size_t v) {

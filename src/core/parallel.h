@@ -26,6 +26,8 @@ remat__gates *remat__gates_new(size_t n);
 void remat__gates_free(remat__gates *g);
 /* Counter i becomes v (v never below its current value); wakes waiters. */
 void remat__gate_raise(remat__gates *g, size_t i, size_t v);
+/* Counter i grows by v; wakes waiters. */
+void remat__gate_add(remat__gates *g, size_t i, size_t v);
 /* Returns once counter i is at least v. */
 void remat__gate_wait(remat__gates *g, size_t i, size_t v);
 
