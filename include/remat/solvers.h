@@ -40,7 +40,7 @@ typedef enum remat_revolve_mode {
 #define REMAT_DEFAULT_MAX_WORK_BYTES ((uint64_t)8 << 30)
 /* Default cap on the estimated time of one remat_solve or remat_curve_compute
  * call, in seconds: work estimated longer is refused up front. */
-#define REMAT_DEFAULT_MAX_SECONDS 30.0
+#define REMAT_DEFAULT_MAX_SECONDS 60.0
 
 /* Progress of long work: `done` rises from 0 to 1; `what` names the step
  * (e.g. "optimal: table"). Called from the thread that called remat_solve()

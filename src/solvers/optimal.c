@@ -99,8 +99,7 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
     x->budget = mem < in ? 0 : (mem - in) / u;
 }
 
-/* lo(s, t): the smallest budget any schedule of the recurrence fits in, and
- * g(s,t): the need of Fall s..t, B t..s (beyond it C is the plain time).
+/* lo(s, t): the smallest budget any schedule of the recurrence fits in.
  *
  * lo is the min over choices of the recurrence's needs, O(n^3) as written.
  * Two exact shortcuts make it about O(n^2) on real chains (docs/optimal.md):
@@ -138,7 +137,7 @@ static remat_status ctx_bounds(opt_ctx *x, remat_error *err) {
     REMAT__RETURN_IF(!run, err, REMAT_E_NOMEM, "optimal: out of memory");
     for (size_t s = n; s >= 1; s--) {
         size_t ss = IDX(x, s, s);
-        x->lo[ss] = x->g[ss] = m_all(x, s, s);
+        x->lo[ss] = m_all(x, s, s);
         x->lot[ss] = x->lo[ss];
         /* run[s'] = the need of Fck s, Fn s+1..s'-1 (without d[t]), rising in s' */
         uint64_t r = sat(x->a[s] + x->of[s]);
@@ -147,7 +146,6 @@ static remat_status ctx_bounds(opt_ctx *x, remat_error *err) {
             run[sp] = r;
         }
         for (size_t t = s + 1; t <= n; t++) {
-            x->g[IDX(x, s, t)] = max2(m_all(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
             uint64_t v = sat(lo_of(x, s, t, run));
             x->lo[IDX(x, s, t)] = v;
             x->lot[IDX(x, t, s)] = v;
@@ -180,9 +178,7 @@ static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work
                      "than the work limit of %llu bytes",
                      c->n, (unsigned long long)(per * 2), (unsigned long long)cap);
     REMAT__FORWARD(remat__alloc_table((void **)&x->lo, nn, 8, cap, "optimal per-pair bounds", err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, 8, cap, "optimal per-pair bounds", err));
-    x->lot = x->lo;
-    x->off = x->g;
+    x->lot = x->lo; /* g and off come with the table (build_table) */
     /* Scale times by a power of two so the float table keeps its precision. */
     long double total = 0; /* long double: no overflow for any finite times */
     for (size_t i = 1; i <= c->n; i++)
@@ -467,6 +463,14 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
                                       err));
     x->vwt = x->vw;
+    REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, 8, cap, "optimal per-pair bounds", err));
+    x->off = x->g;
+    /* g(s, t): the need of Fall s..t, B t..s; from it on C is the plain time */
+    for (size_t s = n; s >= 1; s--) {
+        x->g[IDX(x, s, s)] = m_all(x, s, s);
+        for (size_t t = s + 1; t <= n; t++)
+            x->g[IDX(x, s, t)] = max2(m_all(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
+    }
     REMAT__FORWARD(query_ranges(x, root_span, err));
     size_t nb = block_count(x);
     uint64_t *block_work = remat__calloc(nb ? nb : 1, sizeof *block_work);

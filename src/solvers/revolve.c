@@ -337,6 +337,20 @@ static void run_task(const void *arg, size_t t, unsigned worker) {
 
 static size_t row_len(const rv_pair *p) { return p->lo > p->hi ? 0 : (size_t)(p->hi - p->lo + 1); }
 
+/* Seconds per DP cell on one core (bench_revolve), for the estimate. */
+#define RV_SEC_PER_CELL 3e-10
+
+/* Refuses, before the table is laid out, a DP estimated to take longer than
+ * o allows: (i, j) tries j - i - 1 actions at each of its budgets. */
+static remat_status check_time(const rv_solver *s, const remat_solve_options *o,
+                               remat_error *err) {
+    double cells = 0;
+    for (size_t j = 2; j <= s->n; j++)
+        for (size_t i = 0; i + 1 < j; i++) cells += (double)row_len(pair_at(s, i, j)) * (double)(j - i);
+    return remat__check_time(o, remat__parallel_seconds(o, cells * RV_SEC_PER_CELL), "revolve",
+                             "use larger buckets (--bucket)", err);
+}
+
 /* Lays the rows out in the pool; fails when they exceed *budget bytes. */
 static remat_status layout_rows(rv_solver *s, uint64_t *budget, remat_error *err) {
     size_t total = 0;
@@ -617,6 +631,7 @@ static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_cost
     stats->buckets = s->M;
     stats->min_buckets = top->lo;
     if (!fits) return infeasible(s, o, err);
+    REMAT__FORWARD(check_time(s, o, err));
     REMAT__FORWARD(layout_rows(s, &budget, err));
     stats->table_entries = s->pool_len;
     REMAT__FORWARD(run_dp(s, remat__threads(o->threads), budget, &stats->cells, &stats->threads,

@@ -131,10 +131,41 @@ static remat__solver_fn solver_for(remat_algorithm a) {
     }
 }
 
+/* One core's seconds for one solve, roughly, from the chain's length and the
+ * options; calibrated on the development machine (docs/bounded.md). optimal
+ * and revolve check their exact table sizes themselves; this serves the
+ * others, which cannot tell before they start, and the sweeps of many
+ * solves (curves and smallest-memory searches). */
+static double solve_estimate(const remat_chain *c, const remat_solve_options *o) {
+    double n = (double)c->n;
+    double slots = o->slots < 0 ? REMAT_DEFAULT_SLOTS : o->slots ? (double)o->slots : 1000;
+    /* optimal: n^2/2 pairs, n/3 choices each, rows of ~0.7 S slots */
+    double optimal = n * n / 2 * (n / 3) * 0.7 * slots * 2.5e-10;
+    double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
+    double pofo = 6e-4 * n * n * values / 50;
+    switch (o->algorithm) {
+    case REMAT_ALG_OPTIMAL: return optimal;
+    case REMAT_ALG_REVOLVE: return n * n / 2 * (n / 3) * 500 * 3e-10;
+    case REMAT_ALG_POFO: return pofo + optimal;
+    case REMAT_ALG_OFFLOAD_ONLY: return pofo;
+    case REMAT_ALG_OPPORTUNIST: return pofo / 10;
+    case REMAT_ALG_AUTOCAPPER: return 40 * optimal + 1e-5 * n * n;
+    case REMAT_ALG_EXACT: return 0.1;
+    default: return 1e-6 * n;
+    }
+}
+
+/* Whether the solver cannot check its own work before it starts. */
+static int checked_up_front(remat_algorithm a) { return is_offload(a); }
+
 /* Solves and checks, without the min-memory search on failure. */
 static remat_status solve_checked(const remat_chain *c, const remat_solve_options *o,
                                   remat_schedule **out, remat_error *err) {
     remat_schedule *s = NULL;
+    if (checked_up_front(o->algorithm))
+        REMAT__FORWARD(remat__check_time(o, remat__parallel_seconds(o, solve_estimate(c, o)),
+                                         remat_algorithm_name(o->algorithm),
+                                         "use fewer offload values (--values)", err));
     REMAT__FORWARD(solver_for(o->algorithm)(c, o, &s, err));
     double predicted_time = s->time;
     uint64_t predicted_peak = s->peak_bytes;
@@ -157,16 +188,23 @@ static remat_status solve_checked(const remat_chain *c, const remat_solve_option
     return REMAT_OK;
 }
 
+/* Solves at m quietly: 1 when it fits (*time its time), 0 when not; *hard
+ * keeps any error other than infeasibility. */
 static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint64_t m,
-                       remat_status *hard) {
+                       double *time, remat_status *hard, remat_error *hard_err) {
     remat_solve_options oo = *o;
     oo.memory = m;
+    oo.progress = NULL;
     remat_schedule *s = NULL;
     remat_error e;
     remat__clear(&e);
     remat_status st = solve_checked(c, &oo, &s, &e);
+    if (st == REMAT_OK && time) *time = s->time;
     remat_schedule_free(s);
-    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) *hard = st;
+    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
+        *hard = st;
+        if (hard_err) *hard_err = e;
+    }
     return st == REMAT_OK;
 }
 
@@ -185,6 +223,48 @@ remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, do
     return REMAT_OK;
 }
 
+/* The smallest limit at which the algorithm finds a schedule, to within
+ * `tol` bytes (the result always works), by bisection over solves: *time is
+ * the time there. Refused up front when the solves are estimated to take
+ * longer than o allows. */
+static remat_status min_memory_search(const remat_chain *c, const remat_solve_options *o,
+                                      uint64_t tol, uint64_t *out, double *time,
+                                      remat_error *err) {
+    uint64_t hi;
+    REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
+    uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
+    if (lo > 0) lo--;
+    double steps = 2 + log2((double)(hi > lo ? hi - lo : 1) / (double)(tol ? tol : 1));
+    REMAT__FORWARD(remat__check_time(o, remat__parallel_seconds(o, steps * solve_estimate(c, o)),
+                                     "the smallest-memory search",
+                                     "give --memory, or use fewer offload values", err));
+    remat_status hard = REMAT_OK;
+    double t = 0;
+    /* Discretized solvers may need a little more than the store-all peak. */
+    while (!feasible_at(c, o, hi, &t, &hard, err)) {
+        if (hard != REMAT_OK) return hard;
+        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
+                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
+        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
+    }
+    /* invariant: lo infeasible (or below any need), hi feasible with time t */
+    for (double k = 0; hi - lo > (tol ? tol : 1); k++) {
+        remat__progress(o, k / steps, "smallest memory");
+        uint64_t mid = lo + (hi - lo) / 2;
+        double tm = 0;
+        if (feasible_at(c, o, mid, &tm, &hard, err)) {
+            hi = mid;
+            t = tm;
+        } else {
+            if (hard != REMAT_OK) return hard;
+            lo = mid;
+        }
+    }
+    *out = hi;
+    if (time) *time = t;
+    return REMAT_OK;
+}
+
 remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o, uint64_t *out,
                               remat_error *err) {
     remat_error local;
@@ -193,30 +273,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
-    uint64_t hi;
-    REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
-    remat_status hard = REMAT_OK;
-    /* Discretized solvers may need a little more than the store-all peak. */
-    while (!feasible_at(c, o, hi, &hard)) {
-        if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
-        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
-                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
-        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
-    }
-    uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
-    if (lo > 0) lo--;
-    /* invariant: lo infeasible (or below any need), hi feasible */
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (feasible_at(c, o, mid, &hard))
-            hi = mid;
-        else {
-            if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
-            lo = mid;
-        }
-    }
-    *out = hi;
-    return REMAT_OK;
+    return min_memory_search(c, o, 1, out, NULL, err);
 }
 
 remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, remat_schedule **out,
@@ -246,45 +303,68 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
     return st;
 }
 
-/* Generic curve: min memory, then one solve per point up to the top. */
+/* Generic curve: the smallest memory (to within a small share of the range),
+ * then one solve per point up to the top: at most REMAT_SWEEP_MAX_POINTS
+ * points, fewer when the solves are estimated to take longer than o allows,
+ * never the same memory twice. */
+#define REMAT_SWEEP_MAX_POINTS 100
+
 static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_options *o,
                                    size_t max_points, remat_curve **out, remat_error *err) {
     uint64_t lo, top;
-    REMAT__FORWARD(remat_min_memory(c, o, &lo, err));
+    double lo_time = 0;
     REMAT__FORWARD(remat_store_all_cost(c, &top, NULL, err));
     if (o->memory) top = o->memory;
+    size_t k_max = max_points ? max_points : 50;
+    if (k_max > REMAT_SWEEP_MAX_POINTS) k_max = REMAT_SWEEP_MAX_POINTS;
+    uint64_t span = top > c->input_bytes ? top - c->input_bytes : 1;
+    uint64_t tol = span / (8 * (uint64_t)k_max) + 1;
+    double one = remat__parallel_seconds(o, solve_estimate(c, o));
+    double search = (2 + log2((double)span / (double)tol)) * one;
+    double room = remat__max_seconds(o) - search;
+    if (one > 0 && room < (double)k_max * one) /* as many points as the time allows */
+        k_max = room >= 2 * one ? (size_t)(room / one) : 2;
+    REMAT__FORWARD(remat__check_time(o, search + (double)k_max * one,
+                                     "the curve's solves", "give fewer --points", err));
+    REMAT__FORWARD(min_memory_search(c, o, tol, &lo, &lo_time, err));
     if (top < lo) top = lo;
-    if (max_points == 0) max_points = 50;
     remat_curve *cv = calloc(1, sizeof *cv);
-    if (cv) cv->points = remat__calloc(max_points, sizeof *cv->points);
+    if (cv) cv->points = remat__calloc(k_max, sizeof *cv->points);
     if (!cv || !cv->points) {
         remat_curve_free(cv);
         return remat__fail(err, REMAT_E_NOMEM, "curve: out of memory");
     }
     remat__strlcpy(cv->algorithm, remat_algorithm_name(o->algorithm), sizeof cv->algorithm);
-    for (size_t k = 0; k < max_points; k++) {
-        uint64_t m = max_points == 1 ? top
-                                     : lo + (uint64_t)((double)(top - lo) * (double)k /
-                                                       (double)(max_points - 1));
-        if (k == max_points - 1) m = top;
-        remat_solve_options oo = *o;
-        oo.memory = m;
-        remat_schedule *s = NULL;
-        remat_status st = solve_checked(c, &oo, &s, err);
-        if (st == REMAT_E_INFEASIBLE) continue; /* non-monotone heuristics */
-        if (st != REMAT_OK) {
-            remat_curve_free(cv);
-            return st;
-        }
-        if (cv->n > 0 && cv->points[cv->n - 1].time <= s->time) {
+    uint64_t last = 0;
+    for (size_t k = 0; k < k_max; k++) {
+        uint64_t m = k_max == 1 ? top
+                                : lo + (uint64_t)((double)(top - lo) * (double)k /
+                                                  (double)(k_max - 1));
+        if (k == k_max - 1) m = top;
+        if (k > 0 && m <= last) continue; /* the same memory again */
+        last = m;
+        remat__progress(o, (double)k / (double)k_max, "curve");
+        double t = lo_time;
+        if (k > 0 || m != lo) { /* lo was solved by the search */
+            remat_solve_options oo = *o;
+            oo.memory = m;
+            oo.progress = NULL;
+            remat_schedule *s = NULL;
+            remat_status st = solve_checked(c, &oo, &s, err);
+            if (st == REMAT_E_INFEASIBLE) continue; /* non-monotone heuristics */
+            if (st != REMAT_OK) {
+                remat_curve_free(cv);
+                return st;
+            }
+            t = s->time;
             remat_schedule_free(s);
-            continue;
         }
+        if (cv->n > 0 && cv->points[cv->n - 1].time <= t) continue;
         cv->points[cv->n].memory = m;
-        cv->points[cv->n].time = s->time;
+        cv->points[cv->n].time = t;
         cv->n++;
-        remat_schedule_free(s);
     }
+    remat__progress(o, 1, "curve");
     remat__clear(err);
     *out = cv;
     return REMAT_OK;
