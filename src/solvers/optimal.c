@@ -408,6 +408,7 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
                   total_work > 0 ? total_work : 1, o};
     REMAT__RETURN_IF(!f.rows_done, err, REMAT_E_NOMEM, "optimal: out of memory");
     remat__parallel_for(threads, block_count(x), fill_block, &f);
+    remat__progress(o, 1, "optimal: table");
     remat__gates_free(f.rows_done);
     return REMAT_OK;
 }

@@ -9,6 +9,7 @@
  * shared parallel-for, each worker with its own OC; results are merged in job
  * order, so they do not depend on the threads. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../core/parallel.h"
@@ -249,6 +250,19 @@ static remat_status keep_best(const pofo_shared *sh, const remat_solve_options *
     return st;
 }
 
+/* Progress over all the DP runs of one solve: jobs finished of `total`,
+ * reported by worker 0 (the caller's thread). */
+typedef struct pofo_progress {
+    const remat_solve_options *o;
+    atomic_uint done;
+    unsigned total;
+} pofo_progress;
+
+static void job_done(pofo_progress *p, unsigned worker) {
+    unsigned d = atomic_fetch_add(&p->done, 1) + 1;
+    if (worker == 0) remat__progress(p->o, (double)d / p->total, "pofo: DP runs");
+}
+
 /* pipeline()'s jobs: 0, 1 the strict searches without / with dB carried,
  * then the relaxed plans for each speedup, without / with it. */
 typedef struct pipe_ctx {
@@ -258,6 +272,7 @@ typedef struct pipe_ctx {
     int db;
     pofo_run *runs; /* [workers]: C shared, OC each worker's own */
     job_out *out;   /* [PIPE_JOBS]: each written by its job only */
+    pofo_progress *progress;
 } pipe_ctx;
 
 static void pipe_job(const void *arg, size_t k, unsigned worker) {
@@ -265,13 +280,15 @@ static void pipe_job(const void *arg, size_t k, unsigned worker) {
     pofo_run *r = &J->runs[worker];
     job_out *out = &J->out[k];
     int d = k < 2 ? (int)k : (int)((k - 2) & 1);
-    if (d && !J->db) return;
-    if (k < 2)
-        out->st = strict_search(r, J->o, J->mode, J->extra, d, &out->s, &out->sim, &out->err);
-    else
-        out->st = try_cap(r, J->o, r->sh->base_cap, speedups[(k - 2) / 2], J->mode, d, &out->s,
-                          &out->sim, &out->err);
-    if (out->st == REMAT_E_INFEASIBLE) out->st = REMAT_OK;
+    if (!d || J->db) {
+        if (k < 2)
+            out->st = strict_search(r, J->o, J->mode, J->extra, d, &out->s, &out->sim, &out->err);
+        else
+            out->st = try_cap(r, J->o, r->sh->base_cap, speedups[(k - 2) / 2], J->mode, d,
+                              &out->s, &out->sim, &out->err);
+        if (out->st == REMAT_E_INFEASIBLE) out->st = REMAT_OK;
+    }
+    job_done(J->progress, worker);
 }
 
 /* One mode's candidates, all checked by the simulator (see the header):
@@ -283,8 +300,8 @@ static void pipe_job(const void *arg, size_t k, unsigned worker) {
  * `base`'s). The fastest gets its prefetches moved earlier and is kept in
  * *best if faster. */
 static remat_status pipeline(pofo_run *base, const remat_solve_options *o, remat__pofo_mode mode,
-                             uint32_t extra, remat_schedule **best, double *best_sim,
-                             remat_error *err) {
+                             uint32_t extra, pofo_progress *progress, remat_schedule **best,
+                             double *best_sim, remat_error *err) {
     const pofo_shared *sh = base->sh;
     pofo_run runs[PIPE_THREADS];
     job_out out[PIPE_JOBS];
@@ -301,7 +318,7 @@ static remat_status pipeline(pofo_run *base, const remat_solve_options *o, remat
         used += pofo_oc_bytes(sh);
         workers++;
     }
-    pipe_ctx J = {o, mode, extra, !(sh->flags & REMAT__POFO_NO_DB_CARRY), runs, out};
+    pipe_ctx J = {o, mode, extra, !(sh->flags & REMAT__POFO_NO_DB_CARRY), runs, out, progress};
     remat__parallel_for(workers, PIPE_JOBS, pipe_job, &J);
     for (unsigned w = 1; w < workers; w++) pofo_run_free(&runs[w]);
     remat_schedule *mine = NULL;
@@ -334,22 +351,24 @@ typedef struct carry_ctx {
     uint32_t extra;
     pofo_run *runs; /* [workers] */
     job_out *out;   /* [CARRY_RUNS] */
+    pofo_progress *progress;
 } carry_ctx;
 
 static void carry_job(const void *arg, size_t k, unsigned worker) {
     const carry_ctx *J = arg;
     pofo_run *r = &J->runs[worker];
     job_out *out = &J->out[k];
-    if (!r->hash) { /* no room: skipped, like a run whose states outgrow it */
+    if (!r->hash) /* no room: skipped, like a run whose states outgrow it */
         out->st = REMAT_E_TOO_LARGE;
-        return;
-    }
-    out->st = try_cap(r, J->o, r->sh->base_cap + J->extra * (uint32_t)k / (CARRY_RUNS - 1), 1,
-                      J->mode, 0, &out->s, &out->sim, &out->err);
+    else
+        out->st = try_cap(r, J->o, r->sh->base_cap + J->extra * (uint32_t)k / (CARRY_RUNS - 1),
+                          1, J->mode, 0, &out->s, &out->sim, &out->err);
+    job_done(J->progress, worker);
 }
 
 static remat_status carry_pipeline(const pofo_shared *sh, const remat_solve_options *o,
-                                   remat__pofo_mode mode, uint32_t extra, remat_schedule **best,
+                                   remat__pofo_mode mode, uint32_t extra,
+                                   pofo_progress *progress, remat_schedule **best,
                                    double *best_sim, remat_error *err) {
     pofo_run runs[CARRY_RUNS];
     job_out out[CARRY_RUNS];
@@ -359,7 +378,7 @@ static remat_status carry_pipeline(const pofo_shared *sh, const remat_solve_opti
     if (nt < 1) nt = 1;
     for (unsigned w = 0; w < nt; w++) /* the work limit holds for all workers together */
         pofo_run_init(&runs[w], sh, sh->hmax / nt, NULL);
-    carry_ctx J = {o, mode, extra, runs, out};
+    carry_ctx J = {o, mode, extra, runs, out, progress};
     remat__parallel_for(nt, CARRY_RUNS, carry_job, &J);
     for (unsigned w = 0; w < nt; w++) pofo_run_free(&runs[w]);
     for (unsigned k = 0; k < CARRY_RUNS; k++)
@@ -388,8 +407,8 @@ remat_status remat__solve_pofo(const remat_chain *c, const remat_solve_options *
  * it does not fit the carry limit). */
 static remat_status carry_candidates(const remat_chain *c, const remat_solve_options *o,
                                      remat__pofo_mode mode, uint32_t values, uint32_t extra,
-                                     unsigned flags, remat_schedule **best, double *best_sim,
-                                     remat_error *err) {
+                                     unsigned flags, pofo_progress *progress,
+                                     remat_schedule **best, double *best_sim, remat_error *err) {
     uint64_t lim = o->max_work_bytes && o->max_work_bytes < CARRY_MAX_BYTES ? o->max_work_bytes
                                                                             : CARRY_MAX_BYTES;
     pofo_shared sh;
@@ -402,9 +421,10 @@ static remat_status carry_candidates(const remat_chain *c, const remat_solve_opt
         return st;
     }
     sh.flags = flags;
-    st = carry_pipeline(&sh, o, mode, extra, best, best_sim, err);
+    st = carry_pipeline(&sh, o, mode, extra, progress, best, best_sim, err);
     if (st == REMAT_OK && mode == REMAT__POFO_FULL)
-        st = carry_pipeline(&sh, o, REMAT__POFO_OFFLOAD_ONLY, extra, best, best_sim, err);
+        st = carry_pipeline(&sh, o, REMAT__POFO_OFFLOAD_ONLY, extra, progress, best, best_sim,
+                            err);
     pofo_shared_free(&sh);
     return st;
 }
@@ -424,14 +444,19 @@ remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_opt
     pofo_run base;
     remat_schedule *best = NULL;
     double best_sim = 0;
+    unsigned modes = mode == REMAT__POFO_FULL ? 2 : 1;
+    pofo_progress progress = {o, 0, modes * (PIPE_JOBS + (flags & REMAT__POFO_NO_CARRY ? 0 : CARRY_RUNS))};
+    atomic_init(&progress.done, 0);
     remat_status st = pofo_run_init(&base, &sh, 0, err);
-    if (st == REMAT_OK) st = pipeline(&base, o, mode, extra, &best, &best_sim, err);
+    if (st == REMAT_OK) st = pipeline(&base, o, mode, extra, &progress, &best, &best_sim, err);
     if (st == REMAT_OK && mode == REMAT__POFO_FULL)
-        st = pipeline(&base, o, REMAT__POFO_OFFLOAD_ONLY, extra, &best, &best_sim, err);
+        st = pipeline(&base, o, REMAT__POFO_OFFLOAD_ONLY, extra, &progress, &best, &best_sim,
+                      err);
     pofo_run_free(&base);
     pofo_shared_free(&sh);
     if (st == REMAT_OK && !(flags & REMAT__POFO_NO_CARRY)) /* one C for both modes */
-        st = carry_candidates(c, o, mode, values, extra, flags, &best, &best_sim, err);
+        st = carry_candidates(c, o, mode, values, extra, flags, &progress, &best, &best_sim,
+                              err);
     if (st != REMAT_OK) {
         remat_schedule_free(best);
         return st;
