@@ -736,6 +736,26 @@ static remat_status prepare(opt_ctx *x, const remat_chain *c, const remat_solve_
     return REMAT_OK;
 }
 
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem) {
+    return slots ? unit_of(slots, mem) : 1;
+}
+
+remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err) {
+    opt_ctx x;
+    *out = NULL;
+    remat_status st = ctx_init(&x, c, 0, err);
+    if (st == REMAT_OK) {
+        ctx_units(&x, 0, REMAT_MAX_BYTES);
+        st = ctx_bounds(&x, err);
+    }
+    if (st == REMAT_OK) {
+        *out = x.lo; /* the caller frees it */
+        x.lo = x.lot = NULL;
+    }
+    ctx_free(&x);
+    return st;
+}
+
 remat_status remat__min_memory_optimal(const remat_chain *c, const remat_solve_options *o,
                                        uint64_t *out, remat_error *err) {
     uint64_t store_peak;

@@ -487,6 +487,7 @@ remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_opt
         return remat__fail(err, REMAT_E_INFEASIBLE, "%s: no schedule fits in %llu bytes",
                            o->algorithm == REMAT_ALG_POFO ? "pofo" : "offload-only",
                            (unsigned long long)o->memory);
+    remat__progress(o, 1, "pofo: DP runs");
     /* time: the DP's prediction for a strict plan (>= its simulated time), the
      * simulated time for a repaired relaxed one */
     best->memory_limit = o->memory;

@@ -40,6 +40,12 @@ double remat__parallel_seconds(const remat_solve_options *o, double one_core_sec
 /* Reports progress through o->progress, if any (done clamped to [0, 1]). */
 void remat__progress(const remat_solve_options *o, double done, const char *what);
 
+/* optimal.c, for tests: the slot of limit mem with `slots` slots (1: exact
+ * bytes), and the min-peak needs lo(s, t) in exact bytes, an n x n array
+ * (lo(s, t) at [(s-1)n + t-1] for s <= t; free() it). */
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
+remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err);
+
 /* Convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
 remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
