@@ -65,8 +65,9 @@ asan:
 # Everything CI runs (the README's test command is `make deps && make check`).
 check: test asan
 
+# ROTOR=DIR adds the comparison with rotor's own DP (built outside, BENCHMARKS.md).
 bench: all $(BENCH_BIN)
-	sh bench/run_bench.sh $(BUILD)
+	ROTOR="$(ROTOR)" PYTHON="$(PYTHON)" sh bench/run_bench.sh $(BUILD)
 
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img.
 figures: all

@@ -37,9 +37,7 @@ import gc
 import json
 import os
 import random
-import resource
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -233,17 +231,15 @@ def rebuild(p, OPT, WHAT, budget):
 
 # ---- the parent -------------------------------------------------------------
 
-def run(cmd, **kw):
-    """(stdout, wall seconds, peak RSS KiB) of a fresh process."""
+def run(cmd):
+    """(stdout, stderr, exit code, wall seconds) of a fresh process."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t
-    _, status, ru = os.wait4(proc.pid, 0) if False else (None, proc.returncode, None)
-    return out, err, proc.returncode, wall
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    return proc.stdout, proc.stderr, proc.returncode, time.perf_counter() - t
 
 
 def run_rss(cmd):
+    """(wall seconds, peak RSS KiB, exit code) of a fresh process, output dropped."""
     t = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -354,8 +350,8 @@ def main():
     if args.child:
         args.slots = int(args.slots)
         return rotor_child(args)
-    if not args.rotor or not any(f.startswith("dynamic_programs") and f.endswith(".so")
-                                 for f in os.listdir(args.rotor)):
+    if not args.rotor or not os.path.isdir(args.rotor) or not any(
+            f.startswith("dynamic_programs") and f.endswith(".so") for f in os.listdir(args.rotor)):
         print("bench_rotor: rotor's dynamic_programs module not given or not built "
               "(--rotor DIR, see BENCHMARKS.md): skipped")
         return 0
