@@ -323,6 +323,8 @@ def compare(args, name, chain_path, slots, tmp):
         m = int(mm + (peak - 1 - mm) * frac) if k < args.limits - 1 else int(0.95 * peak)
         wall, rss, rc = remat_solve(args, chain_path, m, slots, sched)
         ours = simulate(args, chain_path, sched) if rc == 0 else None
+        if ours:
+            ours["solve_s"], ours["rss_kb"] = wall, rss
         r = rotor(args, chain_path, m, slots)
         theirs = None
         if "ops" in r:
@@ -330,7 +332,7 @@ def compare(args, name, chain_path, slots, tmp):
                 json.dump({"format": "remat-schedule-1", "algorithm": "rotor", "memory_limit": m,
                            "time": r["makespan"], "peak_bytes": 0, "ops": r["ops"]}, f)
             theirs = simulate(args, chain_path, sched)
-        rows.append((m, ours, r.get("makespan"), theirs))
+        rows.append((m, ours, r.get("makespan"), theirs, r))
     return peak, mm, timing, rows
 
 
@@ -373,22 +375,24 @@ def main():
             print("\n### %s, S = %d (store-all peak %d B, smallest limit %d B), load %s\n"
                   % (name, slots, peak, mm, loadavg()))
             print("| limit (B) | limit / peak | remat time | remat peak <= limit | rotor DP time |"
-                  " rotor simulated | rotor peak <= limit | remat / rotor |")
-            print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+                  " rotor simulated | rotor peak <= limit | remat / rotor | remat solve s, MiB |"
+                  " rotor DP s, MiB |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
             worse = 0
-            for m, ours, rmk, theirs in rows:
+            for m, ours, rmk, theirs, r in rows:
                 ot = ours["time"] if ours else None
                 tt = theirs["time"] if theirs and theirs.get("valid") else None
                 tok = theirs and theirs.get("valid") and theirs["peak_bytes"] <= m
                 ratio = "%.5f" % (ot / tt) if ot and tt else "-"
                 if ot and tt and tok and ot > tt * (1 + 1e-9):
                     worse += 1
-                print("| %d | %.3f | %s | %s | %s | %s | %s | %s |" % (
+                print("| %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %.2f, %.0f |" % (
                     m, m / peak, "%.4f" % ot if ot else "infeasible",
                     ("yes" if ours["peak_bytes"] <= m else "NO") if ours else "-",
                     "%.4f" % rmk if rmk else "infeasible", "%.4f" % tt if tt else "-",
                     ("yes" if tok else "NO (%d B)" % theirs["peak_bytes"]) if theirs else "-",
-                    ratio))
+                    ratio, "%.2f, %.0f" % (ours["solve_s"], ours["rss_kb"] / 1024) if ours else "-",
+                    r["dp_s"], r["rss_kb"] / 1024))
             (rs, ro), (rss_s, rss_o) = timing["solve"], timing["solve_rss"]
             (cs, co), (rss_c, rss_co) = timing["curve"], timing["curve_rss"]
             print("\n| what | remat median (spread) | rotor DP median (spread) | rotor / remat |")

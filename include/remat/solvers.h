@@ -74,7 +74,10 @@ void remat_solve_options_init(remat_solve_options *o);
 /* Solves c under o. On success *out is a new schedule (free with
  * remat_schedule_free()) whose time and peak_bytes are the solver's prediction.
  * REMAT_E_INFEASIBLE when nothing fits: err->min_memory is then the smallest
- * limit in bytes that this algorithm can meet (0 if unknown). */
+ * limit in bytes that this algorithm can meet (0 if unknown).
+ * REMAT_E_TOO_LARGE, before the work starts, when its tables would pass
+ * max_work_bytes or it is estimated to take longer than max_seconds (the
+ * message gives the estimate; docs/bounded.md). */
 remat_status remat_solve(const remat_chain *c, const remat_solve_options *o,
                          remat_schedule **out, remat_error *err);
 
@@ -91,9 +94,11 @@ typedef struct remat_curve {
 } remat_curve;
 
 /* Points from the smallest feasible memory up to the store-all peak (or to
- * o->memory when it is nonzero). At most max_points points, evenly spread in
- * memory (0 = every distinct step the table resolves). Free with
- * remat_curve_free(). */
+ * o->memory when it is nonzero), memory strictly increasing, time strictly
+ * falling. At most max_points points, evenly spread in memory (0 = every
+ * distinct step the table resolves; 50 for algorithms without a table, which
+ * solve at most 100 points, fewer when the solves would pass half of
+ * max_seconds). Free with remat_curve_free(). */
 remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
                                  size_t max_points, remat_curve **out, remat_error *err);
 void remat_curve_free(remat_curve *curve);
@@ -102,7 +107,9 @@ void remat_curve_free(remat_curve *curve);
 remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
                                   remat_error *err);
 
-/* Smallest memory limit in bytes for which the algorithm finds a schedule. */
+/* Smallest memory limit in bytes for which the algorithm finds a schedule
+ * (optimal: from its min-peak recurrence; others: bisection over solves,
+ * refused up front like a solve when estimated above max_seconds). */
 remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
                               uint64_t *out, remat_error *err);
 
