@@ -233,11 +233,21 @@ static void merge_jobs(job_out *jobs, size_t n, int by_time, remat_schedule **mi
     }
 }
 
-/* Moves the winner's prefetches earlier and keeps it in *best if faster. */
+/* Merges the jobs (merge_jobs()), moves the winner's prefetches earlier and
+ * keeps it in *best if faster; `by_time` as for merge_jobs(), and then its
+ * time becomes the simulated one. */
 static remat_status keep_best(const pofo_shared *sh, const remat_solve_options *o,
-                              remat_schedule *mine, double mine_sim, int set_time,
-                              remat_schedule **best, double *best_sim, remat_error *err) {
+                              job_out *jobs, size_t n, int by_time, remat_schedule **best,
+                              double *best_sim, remat_error *err) {
+    remat_schedule *mine = NULL;
+    double mine_sim = 0;
     remat_status st = REMAT_OK;
+    int set_time = by_time;
+    merge_jobs(jobs, n, by_time, &mine, &mine_sim, &st, err);
+    if (st != REMAT_OK) {
+        remat_schedule_free(mine);
+        return st;
+    }
     if (mine) st = shift_pres(sh->c, mine, o->memory, o->bandwidth, &mine_sim, err);
     if (st == REMAT_OK && mine && set_time) mine->time = mine_sim;
     if (st == REMAT_OK && mine && (!*best || mine_sim < *best_sim)) {
@@ -321,15 +331,7 @@ static remat_status pipeline(pofo_run *base, const remat_solve_options *o, remat
     pipe_ctx J = {o, mode, extra, !(sh->flags & REMAT__POFO_NO_DB_CARRY), runs, out, progress};
     remat__parallel_for(workers, PIPE_JOBS, pipe_job, &J);
     for (unsigned w = 1; w < workers; w++) pofo_run_free(&runs[w]);
-    remat_schedule *mine = NULL;
-    double mine_sim = 0;
-    remat_status st = REMAT_OK;
-    merge_jobs(out, PIPE_JOBS, 0, &mine, &mine_sim, &st, err);
-    if (st != REMAT_OK) {
-        remat_schedule_free(mine);
-        return st;
-    }
-    return keep_best(sh, o, mine, mine_sim, 0, best, best_sim, err);
+    return keep_best(sh, o, out, PIPE_JOBS, 0, best, best_sim, err);
 }
 
 /* Carry-mode candidates: the DP with dF carried in carry_levels() levels at
@@ -383,16 +385,8 @@ static remat_status carry_pipeline(const pofo_shared *sh, const remat_solve_opti
     for (unsigned w = 0; w < nt; w++) pofo_run_free(&runs[w]);
     for (unsigned k = 0; k < CARRY_RUNS; k++)
         if (out[k].st == REMAT_E_TOO_LARGE || out[k].st == REMAT_E_INFEASIBLE) out[k].st = REMAT_OK;
-    remat_schedule *mine = NULL;
-    double mine_sim = 0;
-    remat_status st = REMAT_OK;
-    merge_jobs(out, CARRY_RUNS, 1, &mine, &mine_sim, &st, err);
-    if (st != REMAT_OK) {
-        remat_schedule_free(mine);
-        return st;
-    }
     /* every carry plan is repaired: its time is the simulated one */
-    return keep_best(sh, o, mine, mine_sim, 1, best, best_sim, err);
+    return keep_best(sh, o, out, CARRY_RUNS, 1, best, best_sim, err);
 }
 
 /* pofo takes the best of its own pipeline, offload-only's (a part of its
