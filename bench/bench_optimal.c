@@ -10,8 +10,10 @@
  *   bench_optimal --pair L S the baseline against the library, one process
  *
  * It then compares, in one process per L, a plain baseline of the same DP
- * (see base_solve) with remat_solve at about half the store-all peak, checking the
- * optimal times agree, and times the library with 1 thread against all cores.
+ * (see base_solve; not rotor's code, which bench_rotor.py runs) with
+ * remat_solve at about half the store-all peak, checking the curve's steps
+ * equal the baseline's table and the solve is never slower, and times the
+ * library with 1 thread against all cores.
  * Exits non-zero when the baseline and the library disagree. */
 #include <math.h>
 #include <stdint.h>
@@ -228,7 +230,9 @@ static int run_pair(size_t L, int64_t slots) {
         double want = *base_at(&b, b.budget, 1, c->n);
         uint64_t in = remat_chain_a_bytes(c, 0);
         char why[256] = "";
-        if (!close_enough(s->time, want) || !close_enough(s1->time, want))
+        /* a solve may beat its table's value (the headroom above the limit's
+         * budget, docs/optimal.md), never lose to it; threads change nothing */
+        if (!(s->time <= want * (1 + 1e-6)) || s1->time != s->time)
             snprintf(why, sizeof why, "solve %.9g / %.9g (1 thread), baseline %.9g", s->time,
                      s1->time, want);
         /* the curve's steps at limits above M/2, which are solved in slots of M/S */

@@ -3,6 +3,7 @@
  * for algorithms without a table of their own. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "solvers_internal.h"
 
@@ -307,11 +308,48 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
 /* Generic curve: the smallest memory (to within a small share of the range),
  * then one solve per point up to the top: at most REMAT_SWEEP_MAX_POINTS
  * points, fewer when the solves are estimated to take longer than half of
- * o's time limit, never the same memory twice. */
+ * o's time limit, never the same memory twice. The points are solved coarse
+ * to fine (the ends, then midpoints), and the sweep stops early when its own
+ * wall time nears the limit (a loaded machine), so it stays spread over the
+ * range. */
 #define REMAT_SWEEP_MAX_POINTS 100
+
+static double wall_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Indices 0..k-1 coarse to fine: both ends, then the midpoints of the gaps
+ * in breadth-first order. */
+static void coarse_to_fine(size_t *order, size_t k) {
+    size_t n = 0, head = 0;
+    order[n++] = 0;
+    if (k > 1) order[n++] = k - 1;
+    /* the gaps to split, as pairs (a, b), kept in `order`'s tail */
+    size_t *gaps = order + k; /* room for 2k entries */
+    size_t ng = 0;
+    if (k > 2) {
+        gaps[ng++] = 0;
+        gaps[ng++] = k - 1;
+    }
+    while (head < ng) {
+        size_t a = gaps[head++], b = gaps[head++], mid = a + (b - a) / 2;
+        order[n++] = mid;
+        if (mid - a > 1) {
+            gaps[ng++] = a;
+            gaps[ng++] = mid;
+        }
+        if (b - mid > 1) {
+            gaps[ng++] = mid;
+            gaps[ng++] = b;
+        }
+    }
+}
 
 static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_options *o,
                                    size_t max_points, remat_curve **out, remat_error *err) {
+    double start = wall_seconds();
     uint64_t lo, top;
     double lo_time = 0;
     REMAT__FORWARD(remat_store_all_cost(c, &top, NULL, err));
@@ -319,12 +357,12 @@ static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_optio
     size_t k_max = max_points ? max_points : 50;
     if (k_max > REMAT_SWEEP_MAX_POINTS) k_max = REMAT_SWEEP_MAX_POINTS;
     uint64_t span = top > c->input_bytes ? top - c->input_bytes : 1;
-    uint64_t tol = span / (8 * (uint64_t)k_max) + 1;
+    uint64_t tol = span / (4 * (uint64_t)k_max) + 1;
     double one = remat__parallel_seconds(o, solve_estimate(c, o));
     double search = (2 + log2((double)span / (double)tol)) * one;
     /* as many points as fit in half the time limit: a loaded machine may be
      * twice as slow as the estimates */
-    double room = remat__max_seconds(o) / 2 - search;
+    double limit = remat__max_seconds(o), room = limit / 2 - search;
     if (one > 0 && room < (double)k_max * one)
         k_max = room >= 2 * one ? (size_t)(room / one) : 2;
     REMAT__FORWARD(remat__check_time(o, search + (double)k_max * one,
@@ -332,40 +370,58 @@ static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_optio
     REMAT__FORWARD(min_memory_search(c, o, tol, &lo, &lo_time, err));
     if (top < lo) top = lo;
     remat_curve *cv = calloc(1, sizeof *cv);
+    uint64_t *mem = remat__calloc(k_max, sizeof *mem);
+    double *tm = remat__calloc(k_max, sizeof *tm);
+    size_t *order = remat__calloc(3 * k_max, sizeof *order);
     if (cv) cv->points = remat__calloc(k_max, sizeof *cv->points);
-    if (!cv || !cv->points) {
-        remat_curve_free(cv);
-        return remat__fail(err, REMAT_E_NOMEM, "curve: out of memory");
-    }
-    remat__strlcpy(cv->algorithm, remat_algorithm_name(o->algorithm), sizeof cv->algorithm);
-    uint64_t last = 0;
-    for (size_t k = 0; k < k_max; k++) {
-        uint64_t m = k_max == 1 ? top
+    remat_status st = REMAT_OK;
+    if (!cv || !cv->points || !mem || !tm || !order)
+        st = remat__fail(err, REMAT_E_NOMEM, "curve: out of memory");
+    if (st == REMAT_OK) {
+        remat__strlcpy(cv->algorithm, remat_algorithm_name(o->algorithm), sizeof cv->algorithm);
+        for (size_t k = 0; k < k_max; k++) {
+            mem[k] = k_max == 1 ? top
                                 : lo + (uint64_t)((double)(top - lo) * (double)k /
                                                   (double)(k_max - 1));
-        if (k == k_max - 1) m = top;
-        if (k > 0 && m <= last) continue; /* the same memory again */
-        last = m;
-        remat__progress(o, (double)k / (double)k_max, "curve");
-        double t = lo_time;
-        if (k > 0 || m != lo) { /* lo was solved by the search */
-            remat_solve_options oo = *o;
-            oo.memory = m;
-            oo.progress = NULL;
-            remat_schedule *s = NULL;
-            remat_status st = solve_checked(c, &oo, &s, err);
-            if (st == REMAT_E_INFEASIBLE) continue; /* non-monotone heuristics */
-            if (st != REMAT_OK) {
-                remat_curve_free(cv);
-                return st;
-            }
-            t = s->time;
-            remat_schedule_free(s);
+            tm[k] = NAN; /* not solved, or nothing fits */
         }
-        if (cv->n > 0 && cv->points[cv->n - 1].time <= t) continue;
-        cv->points[cv->n].memory = m;
-        cv->points[cv->n].time = t;
+        mem[k_max - 1] = top;
+        coarse_to_fine(order, k_max);
+    }
+    size_t solved = 0;
+    for (size_t q = 0; st == REMAT_OK && q < k_max; q++) {
+        size_t k = order[q];
+        if (k > 0 && mem[k] == mem[k - 1]) continue; /* the same memory again */
+        double elapsed = wall_seconds() - start;
+        if (solved >= 2 && elapsed + elapsed / (double)(solved + 1) > 0.9 * limit) break;
+        remat__progress(o, (double)q / (double)k_max, "curve");
+        if (mem[k] == lo) { /* solved by the search */
+            tm[k] = lo_time;
+            continue;
+        }
+        remat_solve_options oo = *o;
+        oo.memory = mem[k];
+        oo.progress = NULL;
+        remat_schedule *s = NULL;
+        remat_status s2 = solve_checked(c, &oo, &s, err);
+        solved++;
+        if (s2 == REMAT_OK) tm[k] = s->time;
+        else if (s2 != REMAT_E_INFEASIBLE) st = s2; /* infeasible: non-monotone heuristics */
+        remat_schedule_free(s);
+    }
+    for (size_t k = 0; st == REMAT_OK && k < k_max; k++) {
+        if (isnan(tm[k]) || (k > 0 && mem[k] == mem[k - 1])) continue;
+        if (cv->n > 0 && cv->points[cv->n - 1].time <= tm[k]) continue;
+        cv->points[cv->n].memory = mem[k];
+        cv->points[cv->n].time = tm[k];
         cv->n++;
+    }
+    free(mem);
+    free(tm);
+    free(order);
+    if (st != REMAT_OK) {
+        remat_curve_free(cv);
+        return st;
     }
     remat__progress(o, 1, "curve");
     remat__clear(err);
