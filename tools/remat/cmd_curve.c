@@ -15,7 +15,7 @@ static const char help[] =
     "options:\n"
     "  --points K           at most K points (default: every step for optimal, 50 otherwise;\n"
     "                       other algorithms solve at most 100 points, fewer when the\n"
-    "                       solves would pass --max-time)\n"
+    "                       solves would pass --max-time or run out of it)\n"
     "  --format F           csv (default) or json\n"
     "  -m, --memory M       top of the curve (default: the store-all peak)\n" CLI_SOLVER_OPTIONS_HELP
     "  -o, --output FILE    write there instead of stdout\n"
