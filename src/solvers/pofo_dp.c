@@ -44,35 +44,33 @@
 
 #include "pofo_impl.h"
 
-uint64_t pofo_a(const pofo_shared *P, size_t i) { return P->sizes[i]; }
-uint64_t pofo_abar(const pofo_shared *P, size_t i) { return P->sizes[(P->n + 1) + i]; }
 static uint64_t D_(const pofo_shared *P, size_t i) { return P->sizes[2 * (P->n + 1) + i]; }
 static uint64_t UA(const pofo_shared *P, size_t i) { return P->sizes[3 * (P->n + 1) + i]; }
 static uint64_t UAB(const pofo_shared *P, size_t i) { return P->sizes[4 * (P->n + 1) + i]; }
 static const remat_stage *ST(const pofo_shared *P, size_t i) { return &P->c->stages[i - 1]; }
-uint64_t pofo_units(const pofo_shared *P, uint64_t bytes) {
-    return bytes / P->q + (bytes % P->q != 0);
-}
-uint64_t pofo_input_bytes(const pofo_shared *P, size_t i, int x) {
-    return x ? pofo_abar(P, i - 1) : pofo_a(P, i - 1);
-}
-int pofo_carry(const pofo_shared *P) { return P->FK > 1; }
-
-size_t pofo_cidx(const pofo_shared *P, size_t i, size_t j, size_t m) {
-    return ((i - 1) * P->L + (j - 1)) * P->W + m;
-}
 static size_t oidx(const pofo_shared *P, oc_state s) {
     return ((((s.i - 1) * 2 + (size_t)s.x) * P->W + s.a) * P->W + s.b) * P->FK + s.f;
 }
 
+/* The DP's inner calls, inlined: they run once per choice tried. */
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#else
+#define HOT static inline
+#endif
+
 /* Packed as (j - i) << 4 | push << 3 | drain << 2 | off << 1 | fck. */
-int32_t pofo_choice_pack(pofo_choice ch) {
-    return (int32_t)(ch.len << 4 | ch.push << 3 | ch.drain << 2 | ch.off << 1 | ch.fck);
+HOT int32_t pack(pofo_choice ch) {
+    return (int32_t)((uint32_t)ch.len << 4 | (uint32_t)ch.push << 3 | (uint32_t)ch.drain << 2 |
+                     (uint32_t)ch.off << 1 | ch.fck);
 }
 
+int32_t pofo_choice_pack(pofo_choice ch) { return pack(ch); }
+
 pofo_choice pofo_choice_unpack(int32_t v) {
-    pofo_choice ch = {(unsigned)v & 1, (unsigned)(v >> 1) & 1, (unsigned)(v >> 2) & 1,
-                      (unsigned)(v >> 3) & 1, (uint32_t)v >> 4};
+    pofo_choice ch = {(unsigned char)(v & 1), (unsigned char)((v >> 1) & 1),
+                      (unsigned char)((v >> 2) & 1), (unsigned char)((v >> 3) & 1),
+                      (uint32_t)v >> 4};
     return ch;
 }
 
@@ -212,9 +210,10 @@ static size_t f_after(const pofo_run *r, double pend, double span) {
     return lv >= (double)P->FK ? P->FK : (size_t)lv;
 }
 
-int pofo_next_state(const pofo_run *r, oc_state s, pofo_choice ch, double span, oc_state *next) {
+/* pofo_next_state() with the input's bytes and units already known. */
+HOT int next_of(const pofo_run *r, oc_state s, pofo_choice ch, double span, uint64_t in,
+                uint64_t ui, oc_state *next) {
     const pofo_shared *P = r->sh;
-    uint64_t in = pofo_input_bytes(P, s.i, s.x), ui = pofo_units(P, in);
     next->i = s.i + (ch.fck ? ch.len : 0) + 1;
     next->x = !ch.fck; /* Fall i hands abar[i] on, Fn j hands a[j] */
     next->a = s.a + (ch.off ? 0 : ui);
@@ -226,33 +225,48 @@ int pofo_next_state(const pofo_run *r, oc_state s, pofo_choice ch, double span, 
     return next->f < P->FK;
 }
 
+int pofo_next_state(const pofo_run *r, oc_state s, pofo_choice ch, double span, oc_state *next) {
+    uint64_t in = pofo_input_bytes(r->sh, s.i, s.x);
+    return next_of(r, s, ch, span, in, pofo_units(r->sh, in), next);
+}
+
 /* The best so far at one state, while its choices are tried. */
 typedef struct oc_best {
     double time;
     int32_t choice;
 } oc_best;
 
-/* One choice: `idle` before the segment (carry mode's drain), its forward
- * time `span`, its backward time `back` (B i, or C's rematerialization). */
-static void try_choice(pofo_run *r, oc_state s, pofo_choice ch, double idle, double span,
-                       double back, oc_best *best) {
-    int carry = pofo_carry(r->sh);
-    double pidle = prefetch_idle(r, s.b, back);
+/* What try_choice() needs of the state, computed once per state. */
+typedef struct oc_here {
+    oc_state s;
+    uint64_t in, ui; /* the input's bytes and units */
+    double idle;     /* carry mode's drain before the segment */
+    int carry;
+} oc_here;
+
+/* One choice at h: its forward time `span`, its backward time `back` (B i,
+ * or C's rematerialization). */
+static double oc_get(pofo_run *r, oc_state s);
+
+HOT void try_choice(pofo_run *r, const oc_here *h, pofo_choice ch, double span, double back,
+                    oc_best *best) {
+    double pidle = prefetch_idle(r, h->s.b, back);
     /* Without carry, pushing dB on when its prefetch waits for nothing
      * never beats not pushing: skipped. */
-    if (!carry && ch.push && !(pidle > 0)) return;
+    if (!h->carry && ch.push && !(pidle > 0)) return;
     oc_state next;
-    if (!pofo_next_state(r, s, ch, span, &next)) return;
-    double sub = pofo_oc_value(r, next);
+    if (!next_of(r, h->s, ch, span, h->in, h->ui, &next)) return;
+    double sub = oc_get(r, next);
     double copy = 0; /* without carry the segment waits for its offload (Lemma 1) */
-    if (!carry && ch.off) {
-        double c = (double)pofo_input_bytes(r->sh, s.i, s.x) / r->bw;
+    if (!h->carry && ch.off) {
+        double c = (double)h->in / r->bw;
         copy = c > span ? c - span : 0;
     }
+    double idle = h->idle;
     double t = idle + span + copy + sub + back + (ch.push ? 0 : pidle);
     if (t < best->time) {
         best->time = t;
-        best->choice = pofo_choice_pack(ch);
+        best->choice = pack(ch);
     }
 }
 
@@ -262,7 +276,7 @@ static void try_choice(pofo_run *r, oc_state s, pofo_choice ch, double idle, dou
 static void oc_solve(pofo_run *r, oc_state s) {
     const pofo_shared *P = r->sh;
     oc_best best = {INFINITY, -1};
-    uint64_t ui = pofo_units(P, pofo_input_bytes(P, s.i, s.x));
+    uint64_t in = pofo_input_bytes(P, s.i, s.x), ui = pofo_units(P, in);
     const remat_stage *si = ST(P, s.i);
     uint64_t abar = pofo_abar(P, s.i), fb = 0;
     if (s.a + ui + s.b > r->cap) goto done;
@@ -280,7 +294,7 @@ static void oc_solve(pofo_run *r, oc_state s) {
     for (unsigned drain = 0; drain <= (s.f > 0); drain++) {
         uint64_t fbytes = drain ? 0 : (uint64_t)s.f * P->fq, fu = pofo_units(P, fbytes);
         if (s.a + ui + fu > r->cap) continue;
-        double idle = drain ? drain_time(r, s.f) : 0;
+        oc_here h = {s, in, ui, drain ? drain_time(r, s.f) : 0, pofo_carry(P)};
         uint64_t ff = (r->cap - s.a - ui - fu) * P->q; /* bytes for forward transients */
         for (unsigned pc = 0; pc <= 2u * (unsigned)max_off + 1; pc++) {
             pofo_choice ch = {0, pc & 1, drain, pc >> 1, 0};
@@ -288,7 +302,7 @@ static void oc_solve(pofo_run *r, oc_state s) {
             /* Fall i: the next segment's input is abar[i]. */
             if (abar + si->fwd_overhead <= ff &&
                 abar + D_(P, s.i) + D_(P, s.i - 1) + si->bwd_overhead <= fb)
-                try_choice(r, s, ch, idle, si->fwd_time, si->bwd_time, &best);
+                try_choice(r, &h, ch, si->fwd_time, si->bwd_time, &best);
             if (r->mode == REMAT__POFO_OFFLOAD_ONLY) continue;
             /* Fck i, Fn up to j: the next segment's input is a[j]. */
             ch.fck = 1;
@@ -304,7 +318,7 @@ static void oc_solve(pofo_run *r, oc_state s) {
                 double cb = P->ctab[pofo_cidx(P, s.i, j, mb)];
                 if (!(cb < INFINITY)) continue;
                 ch.len = (uint32_t)(j - s.i);
-                try_choice(r, s, ch, idle, fsum, cb, &best);
+                try_choice(r, &h, ch, fsum, cb, &best);
             }
         }
     }
@@ -314,7 +328,7 @@ done:
 
 /* Top-down: only the states reachable from (1, 0, 0, 0, 0) are solved, and
  * few dB values are (0 or the size of some input). Depth <= n. */
-double pofo_oc_value(pofo_run *r, oc_state s) {
+static double oc_get(pofo_run *r, oc_state s) {
     size_t k = oidx(r->sh, s);
     if (pofo_carry(r->sh)) {
         if (r->hfull) return INFINITY;
@@ -327,6 +341,8 @@ double pofo_oc_value(pofo_run *r, oc_state s) {
     if (r->ochoice[k] == OC_TODO) oc_solve(r, s);
     return r->otab[k];
 }
+
+double pofo_oc_value(pofo_run *r, oc_state s) { return oc_get(r, s); }
 
 int32_t pofo_oc_choice(const pofo_run *r, oc_state s) {
     size_t k = oidx(r->sh, s);

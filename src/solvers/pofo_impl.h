@@ -26,11 +26,11 @@ typedef struct pofo_shared {
 
 /* One choice at an OC state, stored packed in an int32 (choice_pack()). */
 typedef struct pofo_choice {
-    unsigned fck : 1;   /* Fck i, Fn up to j (else Fall i) */
-    unsigned off : 1;   /* the segment's input is offloaded */
-    unsigned drain : 1; /* carry mode: wait for the link to drain first */
-    unsigned push : 1;  /* dB carried into the next segment */
-    uint32_t len;       /* j - i */
+    unsigned char fck;   /* 1: Fck i, Fn up to j (else Fall i) */
+    unsigned char off;   /* 1: the segment's input is offloaded */
+    unsigned char drain; /* 1: carry mode, wait for the link to drain first */
+    unsigned char push;  /* 1: dB carried into the next segment */
+    uint32_t len;        /* j - i */
 } pofo_choice;
 
 /* A state of OC: segment i with input x (0: a[i-1], 1: abar[i-1]), a units
@@ -63,15 +63,26 @@ typedef struct pofo_run {
     size_t last_i;
 } pofo_run;
 
+/* Sizes (bytes; units rounded up) and the index of C, inline: the DP's
+ * inner loops use them. */
+static inline uint64_t pofo_a(const pofo_shared *P, size_t i) { return P->sizes[i]; }
+static inline uint64_t pofo_abar(const pofo_shared *P, size_t i) {
+    return P->sizes[(P->n + 1) + i];
+}
+static inline uint64_t pofo_units(const pofo_shared *P, uint64_t bytes) {
+    return bytes / P->q + (bytes % P->q != 0);
+}
+static inline uint64_t pofo_input_bytes(const pofo_shared *P, size_t i, int x) {
+    return x ? pofo_abar(P, i - 1) : pofo_a(P, i - 1);
+}
+static inline size_t pofo_cidx(const pofo_shared *P, size_t i, size_t j, size_t m) {
+    return ((i - 1) * P->L + (j - 1)) * P->W + m;
+}
+static inline int pofo_carry(const pofo_shared *P) { return P->FK > 1; }
+
 /* pofo_dp.c */
-uint64_t pofo_a(const pofo_shared *P, size_t i);
-uint64_t pofo_abar(const pofo_shared *P, size_t i);
-uint64_t pofo_units(const pofo_shared *P, uint64_t bytes);
-uint64_t pofo_input_bytes(const pofo_shared *P, size_t i, int x);
-size_t pofo_cidx(const pofo_shared *P, size_t i, size_t j, size_t m);
 int32_t pofo_choice_pack(pofo_choice ch);
 pofo_choice pofo_choice_unpack(int32_t v);
-int pofo_carry(const pofo_shared *P);
 
 /* Sets up P for `memory` with `values` units (C covering `extra` more) and
  * `fk` dF levels, and fills C, which depends on the memory only. */
