@@ -135,8 +135,9 @@ check: test lint test-installed asan tsan fuzz-smoke
 	@cat $(BUILD)/test-summary.txt build-asan/test-summary.txt | \
 	    awk '{p += $$1; f += $$3} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}'
 
+# ROTOR=DIR adds the comparison with rotor's own DP (built outside, BENCHMARKS.md).
 bench: all $(BENCH_BIN)
-	sh bench/run_bench.sh $(BUILD)
+	ROTOR="$(ROTOR)" PYTHON="$(PYTHON)" sh bench/run_bench.sh $(BUILD)
 
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img,
 # and the pictures of `remat plot` the docs show (run from the build tree).

@@ -10,8 +10,10 @@
  *   bench_optimal --pair L S the baseline against the library, one process
  *
  * It then compares, in one process per L, a plain baseline of the same DP
- * (see base_solve) with remat_solve at about half the store-all peak, checking the
- * optimal times agree, and times the library with 1 thread against all cores.
+ * (see base_solve; not rotor's code, which bench_rotor.py runs) with
+ * remat_solve at about half the store-all peak, checking the curve's steps
+ * equal the baseline's table and the solve is never slower, and times the
+ * library with 1 thread against all cores.
  * Exits non-zero when the baseline and the library disagree. */
 #include <math.h>
 #include <stdint.h>
@@ -25,38 +27,7 @@
 
 #include "remat/remat.h"
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double unit(uint64_t *s) { return (double)(rng_next(s) >> 11) / 9007199254740992.0; }
-
-/* A chain of L stages plus a loss, sizes of a few MB to 100 MB like a CNN. */
-static remat_chain *random_chain(size_t L, uint64_t seed) {
-    size_t n = L + 1;
-    remat_stage *st = calloc(n, sizeof *st);
-    if (!st) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        remat_stage *s = &st[i];
-        snprintf(s->name, sizeof s->name, "layer%zu", i + 1);
-        s->fwd_time = 0.1 + 5 * unit(&seed);
-        s->bwd_time = s->fwd_time * (1 + 2 * unit(&seed));
-        s->out_bytes = (uint64_t)(1e6 + 99e6 * unit(&seed));
-        s->saved_bytes = s->out_bytes + (uint64_t)(2 * s->out_bytes * unit(&seed));
-        s->grad_bytes = s->out_bytes;
-        s->fwd_overhead = (uint64_t)(1e7 * unit(&seed));
-        s->bwd_overhead = (uint64_t)(2e7 * unit(&seed));
-    }
-    remat_chain *c = NULL;
-    remat_error e;
-    if (remat_chain_create("bench", 50000000, 50000000, st, n, &c, &e) != REMAT_OK)
-        fprintf(stderr, "bench_optimal: %s\n", e.message);
-    free(st);
-    return c;
-}
+#include "bench_chain.h"
 
 static double now(void) {
     struct timespec t;
@@ -259,7 +230,9 @@ static int run_pair(size_t L, int64_t slots) {
         double want = *base_at(&b, b.budget, 1, c->n);
         uint64_t in = remat_chain_a_bytes(c, 0);
         char why[256] = "";
-        if (!close_enough(s->time, want) || !close_enough(s1->time, want))
+        /* a solve may beat its table's value (the headroom above the limit's
+         * budget, docs/optimal.md), never lose to it; threads change nothing */
+        if (!(s->time <= want * (1 + 1e-6)) || s1->time != s->time)
             snprintf(why, sizeof why, "solve %.9g / %.9g (1 thread), baseline %.9g", s->time,
                      s1->time, want);
         /* the curve's steps at limits above M/2, which are solved in slots of M/S */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "common/testlib.h"
-#include "solvers/pofo_internal.h"
+#include "solvers/pofo_impl.h"
 #include "test.h"
 
 /* ---- helpers ---- */
@@ -675,7 +675,39 @@ static void pofo_too_large_and_infeasible(void) {
     remat_chain_free(c);
 }
 
+/* The packed choice keeps every field, and the next state of a choice is
+ * the one the model describes (Fall i -> (i+1, abar), Fck i..j -> (j+1, a),
+ * the input kept in A or offloaded into dB, dB carried on or not). */
+static void pofo_choice_and_next_state(void) {
+    for (unsigned bits = 0; bits < 16; bits++)
+        for (uint32_t len = 0; len < 300; len += 37) {
+            pofo_choice ch = {bits & 1, (bits >> 1) & 1, (bits >> 2) & 1, (bits >> 3) & 1, len};
+            pofo_choice back = pofo_choice_unpack(pofo_choice_pack(ch));
+            ASSERT_TRUE(back.fck == ch.fck && back.off == ch.off && back.drain == ch.drain &&
+                        back.push == ch.push && back.len == ch.len);
+        }
+    test_rng rng = {3};
+    test_chain_spec sp = {8, 1000, 0, 0, 0, 1};
+    remat_chain *c = test_random_chain(&rng, &sp);
+    pofo_shared sh;
+    ASSERT_STATUS(pofo_shared_init(&sh, c, 4000, 40, 0, 1, 0, NULL), REMAT_OK);
+    pofo_run r;
+    ASSERT_STATUS(pofo_run_init(&r, &sh, 0, NULL), REMAT_OK);
+    pofo_run_reset(&r, sh.base_cap, 10, REMAT__POFO_FULL, 0, 1);
+    oc_state s = {3, 1, 5, 2, 0}, nx;
+    uint64_t ui = pofo_units(&sh, pofo_input_bytes(&sh, 3, 1));
+    pofo_choice fall_keep = {0, 0, 0, 0, 0}, fck_off_push = {1, 1, 0, 1, 2};
+    ASSERT_TRUE(pofo_next_state(&r, s, fall_keep, 1, &nx));
+    ASSERT_TRUE(nx.i == 4 && nx.x == 1 && nx.a == 5 + ui && nx.b == 0 && nx.f == 0);
+    ASSERT_TRUE(pofo_next_state(&r, s, fck_off_push, 1, &nx));
+    ASSERT_TRUE(nx.i == 6 && nx.x == 0 && nx.a == 5 && nx.b == ui + 2 && nx.f == 0);
+    pofo_run_free(&r);
+    pofo_shared_free(&sh);
+    remat_chain_free(c);
+}
+
 static const test_case cases[] = {
+    {"pofo_choice_and_next_state", pofo_choice_and_next_state},
     {"timed_matches_plain", timed_matches_plain},
     {"timed_golden", timed_golden},
     {"timed_wait_and_release", timed_wait_and_release},

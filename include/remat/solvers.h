@@ -41,6 +41,14 @@ typedef enum remat_revolve_mode {
 #define REMAT_DEFAULT_MAX_WORK_BYTES ((uint64_t)8 << 30)
 /* remat_solve_options.threads may ask for at most this many threads. */
 #define REMAT_MAX_THREADS 1024u
+/* Default cap on the estimated time of one remat_solve or remat_curve_compute
+ * call, in seconds: work estimated longer is refused up front. */
+#define REMAT_DEFAULT_MAX_SECONDS 60.0
+
+/* Progress of long work: `done` rises from 0 to 1; `what` names the step
+ * (e.g. "optimal: table"). Called from the thread that called remat_solve()
+ * or remat_curve_compute(), a few dozen times per step at most. */
+typedef void (*remat_progress_fn)(void *arg, double done, const char *what);
 
 typedef struct remat_solve_options {
     remat_algorithm algorithm;
@@ -55,6 +63,12 @@ typedef struct remat_solve_options {
     uint32_t offload_values; /* pofo: N memory values; 0 = REMAT_DEFAULT_OFFLOAD_VALUES */
     uint64_t max_work_bytes; /* cap on tables/search; 0 = REMAT_DEFAULT_MAX_WORK_BYTES */
     unsigned threads;        /* worker threads, 0..REMAT_MAX_THREADS; 0 = all online cores */
+    /* Work estimated (before it starts) to take longer than this many seconds
+     * is refused with REMAT_E_TOO_LARGE and the estimate in the message;
+     * 0 = REMAT_DEFAULT_MAX_SECONDS, < 0 = no limit. */
+    double max_seconds;
+    remat_progress_fn progress; /* NULL = silent */
+    void *progress_arg;         /* passed to progress */
 } remat_solve_options;
 
 /* Fills defaults: algorithm optimal, memory 0, slots -1, everything else 0. */
@@ -63,7 +77,10 @@ REMAT_API void remat_solve_options_init(remat_solve_options *o);
 /* Solves c under o. On success *out is a new schedule (free with
  * remat_schedule_free()) whose time and peak_bytes are the solver's prediction.
  * REMAT_E_INFEASIBLE when nothing fits: err->min_memory is then the smallest
- * limit in bytes that this algorithm can meet (0 if unknown). */
+ * limit in bytes that this algorithm can meet (0 if unknown).
+ * REMAT_E_TOO_LARGE, before the work starts, when its tables would pass
+ * max_work_bytes or it is estimated to take longer than max_seconds (the
+ * message gives the estimate; docs/bounded.md). */
 REMAT_API remat_status remat_solve(const remat_chain *c, const remat_solve_options *o,
                                    remat_schedule **out, remat_error *err);
 
@@ -80,9 +97,11 @@ typedef struct remat_curve {
 } remat_curve;
 
 /* Points from the smallest feasible memory up to the store-all peak (or to
- * o->memory when it is nonzero). At most max_points points, evenly spread in
- * memory (0 = every distinct step the table resolves). Free with
- * remat_curve_free(). */
+ * o->memory when it is nonzero), memory strictly increasing, time strictly
+ * falling. At most max_points points, evenly spread in memory (0 = every
+ * distinct step the table resolves; 50 for algorithms without a table, which
+ * solve at most 100 points, fewer when the solves would pass half of
+ * max_seconds). Free with remat_curve_free(). */
 REMAT_API remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options *o,
                                            size_t max_points, remat_curve **out, remat_error *err);
 REMAT_API void remat_curve_free(remat_curve *curve);
@@ -91,7 +110,9 @@ REMAT_API void remat_curve_free(remat_curve *curve);
 REMAT_API remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes,
                                             double *time, remat_error *err);
 
-/* Smallest memory limit in bytes for which the algorithm finds a schedule. */
+/* Smallest memory limit in bytes for which the algorithm finds a schedule
+ * (optimal: from its min-peak recurrence; others: bisection over solves,
+ * refused up front like a solve when estimated above max_seconds). */
 REMAT_API remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
                                         uint64_t *out, remat_error *err);
 

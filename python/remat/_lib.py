@@ -118,7 +118,8 @@ class SolveOptions(Structure):
     _fields_ = [("algorithm", c_int), ("memory", c_uint64), ("slots", c_int64),
                 ("segments", c_uint32), ("bucket_bytes", c_uint64), ("revolve_mode", c_int),
                 ("exact_no_del", c_int), ("bandwidth", c_double), ("offload_values", c_uint32),
-                ("max_work_bytes", c_uint64), ("threads", c_uint)]
+                ("max_work_bytes", c_uint64), ("threads", c_uint),
+                ("max_seconds", c_double), ("progress", c_void_p), ("progress_arg", c_void_p)]
 
 
 class SimOptions(Structure):

@@ -5,14 +5,16 @@
  * a[s-1] (plain or abar) is held outside the budget m and d[t] inside it.
  * The table stores, for each pair (s, t), only the budgets between the
  * sub-chain's smallest need lo(s,t) and its store-all need g(s,t): below lo
- * it is infinite, from g on it is the plain forward+backward time. Rows are
- * float, filled column by column by pipelined worker threads; the schedule is
- * rebuilt from the table and its time and peak recomputed exactly. */
+ * it is infinite, from g on it is the plain forward+backward time. A solve
+ * keeps only the budgets at which some path from C(1, n, M) reads the row.
+ * Rows are float, filled by blocks of columns on pipelined workers; the
+ * schedule is rebuilt from the table and its time and peak recomputed
+ * exactly. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "../core/parallel.h"
 #include "solvers_internal.h"
 
 /* Sizes are saturated here so sums of a few of them never wrap. */
@@ -32,12 +34,14 @@ typedef struct opt_ctx {
     uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
     uint64_t unit;                  /* bytes per unit: 1, or the slot (a power of two) */
     uint64_t budget;                /* inside budget at the top (units) */
-    uint64_t *lo, *lot, *g;         /* [n*n] need (also transposed), store-all need */
-    size_t *off;                    /* [n*n] row offsets into tab */
+    /* Pairs s <= t use one triangle of an n x n array and the transposed
+     * copies (t, s) the other, so each pair of names shares one array. */
+    uint64_t *lo, *lot;             /* [n*n] the need lo(s, t), and at (t, s) */
+    uint64_t *g, *off;              /* [n*n] store-all need, and at (t, s) the row offset */
     float *tab;
     double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times, scaled */
     double scale;     /* times * scale keep float tables well inside range */
-    struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and by (t,s) */
+    struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and at (t,s) */
     opt_kernel kern[4]; /* relax loops: [row,row], [row,const], [const,row], [const,const] */
 } opt_ctx;
 
@@ -45,8 +49,8 @@ typedef struct opt_ctx {
 
 static void ctx_free(opt_ctx *x) {
     free(x->a); free(x->ab); free(x->d); free(x->of); free(x->ob); free(x->fnp);
-    free(x->lo); free(x->lot); free(x->g); free(x->off); free(x->tab);
-    free(x->pf); free(x->pfb); free(x->vw); free(x->vwt);
+    free(x->lo); free(x->g); free(x->tab); /* lot, off and vwt share lo, g and vw */
+    free(x->pf); free(x->pfb); free(x->vw);
     memset(x, 0, sizeof *x);
 }
 
@@ -58,13 +62,11 @@ static uint64_t m_all(const opt_ctx *x, size_t s, size_t t) {
 
 /* Slots are powers of two: a finer slot divides a coarser one, so whatever
  * fits at a coarser slot also fits at a finer one, with the same or a larger
- * budget (docs/optimal.md). The slot for limit mem is the power of two
- * nearest mem/S (in ratio), so a table has between S/sqrt2 and S*sqrt2
- * slots: S on average, as in the paper. unit_step(u) is the smallest limit
- * whose slot is 2u. */
+ * budget (docs/optimal.md). The slot for limit mem is the largest power of
+ * two not above mem/S, so a table has between S and 2S slots: `--slots S`
+ * promises at least S. unit_step(u) is the smallest limit whose slot is 2u. */
 static uint64_t unit_step(uint64_t slots, uint64_t u) {
-    double t = ceil((double)slots * (double)u * 1.4142135623730951);
-    return t >= 1.8e19 ? UINT64_MAX : (uint64_t)t;
+    return u > UINT64_MAX / 2 / slots ? UINT64_MAX : 2 * slots * u;
 }
 
 static uint64_t unit_of(uint64_t slots, uint64_t mem) {
@@ -97,31 +99,60 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
     x->budget = mem < in ? 0 : (mem - in) / u;
 }
 
-/* lo(s,t): the smallest budget any schedule of the recurrence fits in, and
- * g(s,t): the need of Fall s..t, B t..s (beyond it C is the plain time). */
-static void ctx_bounds(opt_ctx *x) {
+/* lo(s, t): the smallest budget any schedule of the recurrence fits in.
+ *
+ * lo is the min over choices of the recurrence's needs, O(n^3) as written.
+ * Two exact shortcuts make it about O(n^2) on real chains (docs/optimal.md):
+ * the choice s' = t gives an upper bound, and
+ *   lo(s, t) >= max(lo(s+1, t), B s's need, d[t] + run(s, t))
+ * (a longer prefix never needs less; B s runs once; every stage s..t-1 runs
+ * forward once while d[t] is held), so when the two meet no other choice is
+ * tried. Otherwise the choices are scanned with two cut-offs: the Fck/Fn
+ * need d[t] + run(s, s') rises with s', and a[s'-1] + lo(s', t) >= lo(s', t)
+ * rises as s' falls. */
+static uint64_t lo_of(const opt_ctx *x, size_t s, size_t t, const uint64_t *run) {
+    const uint64_t *lo_s = x->lo + IDX(x, s, 1);  /* lo_s[u-1] = lo(s, u) */
+    const uint64_t *lo_t = x->lot + IDX(x, t, 1); /* lo_t[u-1] = lo(u, t) */
+    uint64_t best = max2(m_all(x, s, t), sat(x->ab[s] + lo_t[s]));
+    uint64_t last = max3(x->d[t] + run[t], x->a[t - 1] + lo_t[t - 1], lo_s[t - 2]);
+    if (last < best) best = last;
+    uint64_t bneed = sat(x->ab[s] + x->d[s] + x->d[s - 1] + x->ob[s]);
+    if (max3(lo_t[s], bneed, x->d[t] + run[t]) >= best) return best;
+    size_t a0 = s + 1, b0 = t; /* the largest s' < t with d[t] + run(s, s') < best */
+    while (a0 < b0) {
+        size_t mid = a0 + (b0 - a0) / 2;
+        if (x->d[t] + run[mid] < best) a0 = mid + 1;
+        else b0 = mid;
+    }
+    for (size_t sp = a0 - 1; sp > s && lo_t[sp - 1] < best; sp--) {
+        uint64_t v = max3(x->d[t] + run[sp], x->a[sp - 1] + lo_t[sp - 1], lo_s[sp - 2]);
+        if (v < best) best = v;
+    }
+    return best;
+}
+
+static remat_status ctx_bounds(opt_ctx *x, remat_error *err) {
     size_t n = x->n;
+    uint64_t *run = remat__calloc(n + 2, sizeof *run);
+    REMAT__RETURN_IF(!run, err, REMAT_E_NOMEM, "optimal: out of memory");
     for (size_t s = n; s >= 1; s--) {
         size_t ss = IDX(x, s, s);
-        x->lo[ss] = x->g[ss] = m_all(x, s, s);
+        x->lo[ss] = m_all(x, s, s);
         x->lot[ss] = x->lo[ss];
-        const uint64_t *lo_s = x->lo + IDX(x, s, 1); /* lo_s[u-1] = lo(s, u) */
+        /* run[s'] = the need of Fck s, Fn s+1..s'-1 (without d[t]), rising in s' */
+        uint64_t r = sat(x->a[s] + x->of[s]);
+        for (size_t sp = s + 1; sp <= n; sp++) {
+            if (sp > s + 1 && x->fnp[sp - 1] > r) r = x->fnp[sp - 1];
+            run[sp] = r;
+        }
         for (size_t t = s + 1; t <= n; t++) {
-            uint64_t ma = m_all(x, s, t);
-            x->g[IDX(x, s, t)] = max2(ma, sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
-            uint64_t best = max2(ma, sat(x->ab[s] + x->lo[IDX(x, s + 1, t)]));
-            const uint64_t *lo_t = x->lot + IDX(x, t, 1); /* lo_t[u-1] = lo(u, t) */
-            uint64_t run = sat(x->a[s] + x->of[s]);
-            for (size_t sp = s + 1; sp <= t; sp++) {
-                if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
-                uint64_t v = max3(x->d[t] + run, x->a[sp - 1] + lo_t[sp - 1], lo_s[sp - 2]);
-                if (v < best) best = v;
-            }
-            best = sat(best);
-            x->lo[IDX(x, s, t)] = best;
-            x->lot[IDX(x, t, s)] = best;
+            uint64_t v = sat(lo_of(x, s, t, run));
+            x->lo[IDX(x, s, t)] = v;
+            x->lot[IDX(x, t, s)] = v;
         }
     }
+    free(run);
+    return REMAT_OK;
 }
 
 static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work,
@@ -142,14 +173,12 @@ static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work
     if (!x->pf || !x->pfb) return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
     uint64_t cap = max_work ? max_work : REMAT_DEFAULT_MAX_WORK_BYTES;
     uint64_t per = (uint64_t)nn * 8;
-    REMAT__RETURN_IF(per / 8 != nn || per > cap / 4, err, REMAT_E_TOO_LARGE,
+    REMAT__RETURN_IF(per / 8 != nn || per > cap / 2, err, REMAT_E_TOO_LARGE,
                      "optimal: the per-pair bounds of %zu stages would need %llu bytes, more "
                      "than the work limit of %llu bytes",
-                     c->n, (unsigned long long)(per * 4), (unsigned long long)cap);
-    /* lo, lot, g are uint64_t and off size_t: 8 bytes each is enough */
-    void **pair[4] = {(void **)&x->lo, (void **)&x->lot, (void **)&x->g, (void **)&x->off};
-    for (int k = 0; k < 4; k++)
-        REMAT__FORWARD(remat__alloc_table(pair[k], nn, 8, cap, "optimal per-pair bounds", err));
+                     c->n, (unsigned long long)(per * 2), (unsigned long long)cap);
+    REMAT__FORWARD(remat__alloc_table((void **)&x->lo, nn, 8, cap, "optimal per-pair bounds", err));
+    x->lot = x->lo; /* g and off come with the table (build_table) */
     /* Scale times by a power of two so the float table keeps its precision. */
     long double total = 0; /* long double: no overflow for any finite times */
     for (size_t i = 1; i <= c->n; i++)
@@ -169,11 +198,6 @@ static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work
 
 /* ---- table rows ---- */
 
-static uint64_t row_hi(const opt_ctx *x, size_t id) {
-    uint64_t top = x->budget + 1;
-    return x->g[id] < top ? x->g[id] : top;
-}
-
 static float tmin_f(const opt_ctx *x, size_t s, size_t t) {
     return (float)(x->pfb[t] - x->pfb[s - 1]);
 }
@@ -184,13 +208,6 @@ typedef struct opt_view {
     uint64_t lo, hi;
     float tail;
 } opt_view;
-
-static opt_view make_view(const opt_ctx *x, size_t s, size_t t) {
-    size_t id = IDX(x, s, t);
-    opt_view v = {x->tab + x->off[id], x->lo[id], row_hi(x, id), tmin_f(x, s, t)};
-    if (v.hi < v.lo) v.hi = v.lo;
-    return v;
-}
 
 static opt_view view_of(const opt_ctx *x, size_t s, size_t t) { return x->vw[IDX(x, s, t)]; }
 
@@ -310,10 +327,10 @@ static uint64_t first_at_most(const float *row, uint64_t lo, uint64_t m0, uint64
 
 /* Fills the row of (s, t), t > s, from rows of shorter sub-chains. */
 static void fill_row(const opt_ctx *x, size_t s, size_t t) {
-    size_t id = IDX(x, s, t);
-    uint64_t lo = x->lo[id], hi = row_hi(x, id);
+    const opt_view *me = &x->vw[IDX(x, s, t)];
+    uint64_t lo = me->lo, hi = me->hi;
     if (hi <= lo) return;
-    float *row = x->tab + x->off[id];
+    float *row = (float *)me->row; /* this worker's own row */
     for (size_t i = 0; i < hi - lo; i++) row[i] = INFINITY;
     /* Fall s; (s+1, t) with abar[s] held outside its budget; B s. */
     opt_view A = view_of(x, s + 1, t);
@@ -343,116 +360,164 @@ static float table_at(const opt_ctx *x, size_t s, size_t t, uint64_t m) {
     return view_at(&v, m);
 }
 
-/* ---- parallel fill, column by column ---- */
+/* ---- the fill: blocks of columns on pipelined workers ---- */
 
 /* Column t (rows s = t-1 down to 1) reads the rows below it in the same
- * column, which stay in cache, and row s of earlier columns. Workers take
- * columns in order; row s of column t waits until column t-1 has done row s,
- * so the columns run as a staggered pipeline. */
+ * column and row s of earlier columns. A work item is a block of
+ * OPT_BLOCK columns filled row by row, so row s of those columns and the
+ * rows they read stay in cache; row s of block b waits until block b-1 has
+ * done row s, a staggered pipeline (the results do not depend on it). */
+#define OPT_BLOCK 8
+
 typedef struct opt_fill {
     const opt_ctx *x;
-    atomic_size_t next_col;
-    atomic_size_t *done; /* [n+1] the last row finished in column t (t: none yet) */
-    atomic_uint waiters;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    remat__gates *rows_done;        /* block b: rows finished, from its top row down */
+    const uint64_t *block_work;     /* each block's weight, for progress */
+    atomic_uint_fast64_t *work_done;
+    double total_work;
+    const remat_solve_options *o;
 } opt_fill;
 
-static void wait_row(opt_fill *f, size_t t, size_t s) {
-    if (atomic_load(&f->done[t]) <= s) return;
-    pthread_mutex_lock(&f->mu);
-    atomic_fetch_add(&f->waiters, 1);
-    while (atomic_load(&f->done[t]) > s) pthread_cond_wait(&f->cv, &f->mu);
-    atomic_fetch_sub(&f->waiters, 1);
-    pthread_mutex_unlock(&f->mu);
+static size_t block_first(size_t b) { return 2 + b * OPT_BLOCK; }
+static size_t block_last(const opt_ctx *x, size_t b) {
+    size_t t = block_first(b) + OPT_BLOCK - 1;
+    return t < x->n ? t : x->n;
+}
+static size_t block_count(const opt_ctx *x) { return x->n < 2 ? 0 : (x->n - 2) / OPT_BLOCK + 1; }
+
+static void fill_block(const void *arg, size_t b, unsigned worker) {
+    const opt_fill *f = arg;
+    const opt_ctx *x = f->x;
+    size_t t1 = block_first(b), t2 = block_last(x, b);
+    for (size_t s = t2 - 1; s >= 1; s--) {
+        if (b > 0 && s + 2 <= t1) remat__gate_wait(f->rows_done, b - 1, t1 - 1 - s);
+        for (size_t t = t1 > s + 1 ? t1 : s + 1; t <= t2; t++) fill_row(x, s, t);
+        remat__gate_raise(f->rows_done, b, t2 - s);
+    }
+    uint64_t done = atomic_fetch_add(f->work_done, f->block_work[b]) + f->block_work[b];
+    if (worker == 0) remat__progress(f->o, (double)done / f->total_work, "optimal: table");
 }
 
-static void *fill_worker(void *arg) {
-    opt_fill *f = arg;
-    size_t n = f->x->n, t;
-    while ((t = atomic_fetch_add(&f->next_col, 1)) <= n) {
-        for (size_t s = t - 1; s >= 1; s--) {
-            wait_row(f, t - 1, s);
-            fill_row(f->x, s, t);
-            atomic_store(&f->done[t], s);
-            if (atomic_load(&f->waiters) > 0) {
-                pthread_mutex_lock(&f->mu);
-                pthread_cond_broadcast(&f->cv);
-                pthread_mutex_unlock(&f->mu);
-            }
-        }
-    }
-    return NULL;
-}
-
-static remat_status fill_table(const opt_ctx *x, unsigned threads, size_t cells,
-                               remat_error *err) {
-    size_t n = x->n;
-    if (threads > 64) threads = 64;
-    /* Small tables are not worth the threads. */
-    if (threads <= 1 || n < 8 || cells < ((size_t)1 << 16)) {
-        for (size_t t = 2; t <= n; t++)
-            for (size_t s = t - 1; s >= 1; s--) fill_row(x, s, t);
-        return REMAT_OK;
-    }
-    opt_fill f;
-    f.x = x;
-    f.done = remat__calloc(n + 1, sizeof *f.done);
-    REMAT__RETURN_IF(!f.done, err, REMAT_E_NOMEM, "optimal: out of memory");
-    for (size_t t = 0; t <= n; t++) atomic_init(&f.done[t], t);
-    atomic_init(&f.next_col, 2);
-    atomic_init(&f.waiters, 0);
-    pthread_mutex_init(&f.mu, NULL);
-    pthread_cond_init(&f.cv, NULL);
-    pthread_t tid[64];
-    unsigned started = 0;
-    for (unsigned i = 1; i < threads; i++) {
-        if (pthread_create(&tid[started], NULL, fill_worker, &f) != 0) break;
-        started++;
-    }
-    fill_worker(&f); /* with however many workers started */
-    for (unsigned i = 0; i < started; i++) pthread_join(tid[i], NULL);
-    pthread_cond_destroy(&f.cv);
-    pthread_mutex_destroy(&f.mu);
-    free(f.done);
+static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, size_t cells,
+                               const uint64_t *block_work, double total_work, remat_error *err) {
+    unsigned threads = remat__threads(o->threads);
+    if (x->n < 8 || cells < ((size_t)1 << 16)) threads = 1; /* not worth the threads */
+    atomic_uint_fast64_t done;
+    atomic_init(&done, 0);
+    opt_fill f = {x, remat__gates_new(block_count(x)), block_work, &done,
+                  total_work > 0 ? total_work : 1, o};
+    REMAT__RETURN_IF(!f.rows_done, err, REMAT_E_NOMEM, "optimal: out of memory");
+    remat__parallel_for(threads, block_count(x), fill_block, &f);
+    remat__progress(o, 1, "optimal: table");
+    remat__gates_free(f.rows_done);
     return REMAT_OK;
 }
 
-/* Sizes the rows, allocates and fills the table. */
-static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int exact,
-                                remat_error *err) {
-    size_t n = x->n, total = 0;
-    for (size_t s = 1; s <= n; s++)
-        for (size_t t = s; t <= n; t++) {
+/* The budgets at which row (s, t) is read: from the top budget less the
+ * most that any path from the root holds outside (s, t), up to the top
+ * budget less its input a[s-1] (rows s >= 2), within [lo, g). held(1, n) =
+ * root_span: the root is read at budgets from budget - root_span up (0 for a
+ * plain solve, the whole budget for a curve). held(s, t) is the max over the sub-problems that read (s, t):
+ * (s, t') for t' > t at the same budget, (s0, t) for s0 < s after Fck s0 with
+ * s' = s (a[s-1] more), and (s-1, t) after Fall s-1 (abar[s-1] more). */
+static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *err) {
+    size_t n = x->n;
+    uint64_t *ha = remat__calloc(n + 1, sizeof *ha), *hp = remat__calloc(n + 1, sizeof *hp);
+    if (!ha || !hp) {
+        free(ha);
+        free(hp);
+        return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+    }
+    /* ha[t]: max held(s0, t) over s0 < s; hp[t]: held(s-1, t) */
+    for (size_t s = 1; s <= n; s++) {
+        uint64_t hb = s == 1 ? root_span : 0, top = x->budget + 1;
+        if (s >= 2) top = x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
+        for (size_t t = n; t >= s; t--) {
+            uint64_t h = hb;
+            if (s >= 2) h = max3(h, sat(ha[t] + x->a[s - 1]), sat(hp[t] + x->ab[s - 1]));
+            hb = h; /* (s, t-1) is read by (s, t) at the same budget */
             size_t id = IDX(x, s, t);
-            uint64_t lo = x->lo[id], hi = row_hi(x, id);
-            x->off[id] = total;
-            if (t > s && hi > lo) {
-                REMAT__RETURN_IF(hi - lo > SIZE_MAX - total, err, REMAT_E_TOO_LARGE,
-                                 "optimal: the table is too large for this machine");
-                total += (size_t)(hi - lo);
-            }
+            opt_view *v = &x->vw[id];
+            v->lo = t == s ? x->lo[id] : max2(x->lo[id], x->budget > h ? x->budget - h : 0);
+            v->hi = t > s && x->g[id] < top ? x->g[id] : top;
+            if (t == s || v->hi < v->lo) v->hi = v->lo;
+            v->tail = tmin_f(x, s, t);
+            hp[t] = h;
+            if (h > ha[t]) ha[t] = h;
         }
+    }
+    free(ha);
+    free(hp);
+    return REMAT_OK;
+}
+
+/* Seconds per unit of work() on one core, measured on the development
+ * machine (docs/optimal.md), and what a second core adds. */
+#define OPT_SEC_PER_WORK 2.5e-10
+
+/* Lays the rows out (query ranges, offsets), estimates the work, checks it
+ * against the limits, allocates and fills the table. */
+static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int exact,
+                                uint64_t root_span, remat_error *err) {
+    size_t n = x->n, nn = n * n, total = 0;
     uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
-    REMAT__RETURN_IF(total > cap / sizeof(float), err, REMAT_E_TOO_LARGE,
-                     "optimal: the table would need %llu bytes, more than the work limit of "
-                     "%llu bytes; %s",
-                     (unsigned long long)total * sizeof(float), (unsigned long long)cap,
-                     exact ? "exact-bytes mode (slots 0) suits small memories only: use "
-                             "--slots N (e.g. 500)"
-                           : "use fewer slots (--slots) or a larger work limit");
-    REMAT__FORWARD(remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), cap,
-                                      "optimal table", err));
-    size_t nn = n * n;
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
                                       err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->vwt, nn, sizeof(opt_view), cap, "optimal rows",
-                                      err));
-    for (size_t s = 1; s <= n; s++)
-        for (size_t t = s; t <= n; t++)
-            x->vw[IDX(x, s, t)] = x->vwt[IDX(x, t, s)] = make_view(x, s, t);
-    pick_kernels(x->kern);
-    return fill_table(x, remat__threads(o->threads), total, err);
+    x->vwt = x->vw;
+    REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, 8, cap, "optimal per-pair bounds", err));
+    x->off = x->g;
+    /* g(s, t): the need of Fall s..t, B t..s; from it on C is the plain time */
+    for (size_t s = n; s >= 1; s--) {
+        x->g[IDX(x, s, s)] = m_all(x, s, s);
+        for (size_t t = s + 1; t <= n; t++)
+            x->g[IDX(x, s, t)] = max2(m_all(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
+    }
+    REMAT__FORWARD(query_ranges(x, root_span, err));
+    size_t nb = block_count(x);
+    uint64_t *block_work = remat__calloc(nb ? nb : 1, sizeof *block_work);
+    REMAT__RETURN_IF(!block_work, err, REMAT_E_NOMEM, "optimal: out of memory");
+    double work = 0; /* candidate cells: sum over pairs of (t - s) x row length */
+    for (size_t t = 2; t <= n; t++)
+        for (size_t s = 1; s < t; s++) {
+            const opt_view *v = &x->vw[IDX(x, s, t)];
+            size_t len = (size_t)(v->hi - v->lo);
+            x->off[IDX(x, t, s)] = total;
+            if (len > SIZE_MAX - total) {
+                free(block_work);
+                return remat__fail(err, REMAT_E_TOO_LARGE,
+                                   "optimal: the table is too large for this machine");
+            }
+            total += len;
+            work += (double)len * (double)(t - s);
+            block_work[(t - 2) / OPT_BLOCK] += (uint64_t)len * (t - s);
+        }
+    remat_status st = REMAT_OK;
+    if (total > cap / sizeof(float))
+        st = remat__fail(err, REMAT_E_TOO_LARGE,
+                         "optimal: the table would need %llu bytes, more than the work limit of "
+                         "%llu bytes; %s",
+                         (unsigned long long)total * sizeof(float), (unsigned long long)cap,
+                         exact ? "exact-bytes mode (slots 0) suits small memories only: use "
+                                 "--slots N (e.g. 500)"
+                               : "use fewer slots (--slots) or a larger work limit");
+    if (st == REMAT_OK)
+        st = remat__check_time(o, remat__parallel_seconds(o, work * OPT_SEC_PER_WORK),
+                               "optimal", "use fewer slots (--slots)", err);
+    if (st == REMAT_OK)
+        st = remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), cap,
+                                "optimal table", err);
+    if (st == REMAT_OK) {
+        for (size_t s = 1; s <= n; s++)
+            for (size_t t = s; t <= n; t++) {
+                opt_view *v = &x->vw[IDX(x, s, t)];
+                if (t > s) v->row = x->tab + x->off[IDX(x, t, s)];
+                x->vwt[IDX(x, t, s)] = *v;
+            }
+        pick_kernels(x->kern);
+        st = fill_table(x, o, total, block_work, work, err);
+    }
+    free(block_work);
+    return st;
 }
 
 /* ---- rebuilding the schedule ---- */
@@ -498,6 +563,8 @@ static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m
     float want = table_at(x, s, t, m), best = INFINITY;
     *out = 0;
     if (m >= x->g[IDX(x, s, t)]) return REMAT_OK; /* all Fall: the tail value */
+    /* The first choice whose value, computed as the fill did, is the table's
+     * (the table holds the min, so it is the best). */
     *out = SIZE_MAX;
     opt_view A = view_of(x, s + 1, t);
     if (m >= m_all(x, s, t) && m >= x->ab[s]) {
@@ -505,7 +572,7 @@ static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m
         *out = 0;
     }
     uint64_t run = sat(x->a[s] + x->of[s]);
-    for (size_t sp = s + 1; sp <= t; sp++) {
+    for (size_t sp = s + 1; sp <= t && !(best <= want); sp++) {
         if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
         if (m < x->d[t] + run || m < x->a[sp - 1]) continue;
         A = view_of(x, sp, t);
@@ -582,10 +649,12 @@ static remat_status rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
 /* ---- smallest feasible memory ---- */
 
 /* need(1, n) in the units of limit `mem`: lo(1, n) of the min-peak recurrence. */
-static uint64_t need_at(opt_ctx *x, uint64_t slots, uint64_t mem) {
+static remat_status need_at(opt_ctx *x, uint64_t slots, uint64_t mem, uint64_t *need,
+                            remat_error *err) {
     ctx_units(x, slots, mem);
-    ctx_bounds(x);
-    return x->lo[IDX(x, 1, x->n)];
+    REMAT__FORWARD(ctx_bounds(x, err));
+    *need = x->lo[IDX(x, 1, x->n)];
+    return REMAT_OK;
 }
 
 /* The smallest limit at which solving succeeds, capped at the store-all peak
@@ -594,18 +663,28 @@ static uint64_t need_at(opt_ctx *x, uint64_t slots, uint64_t mem) {
  * monotone within the limits sharing one slot u, so the smallest limit for u
  * is max(a[0] + lo_u * u, unit_floor(u)) if that still has slot u. Rounding
  * only adds, so no slot beats exact bytes: try u = unit_of(exact) upwards. */
-static uint64_t find_min_memory(opt_ctx *x, uint64_t slots, uint64_t store_peak) {
-    uint64_t in = byte_a(x->c, 0);
-    uint64_t need = sat(in + need_at(x, 0, REMAT_MAX_BYTES));
-    if (need >= store_peak) return store_peak;
-    if (slots == 0) return need;
-    for (uint64_t u = unit_of(slots, need); unit_floor(slots, u) < store_peak; u *= 2) {
-        uint64_t top = unit_top(slots, u);
-        uint64_t cand = sat(in + sat(need_at(x, slots, top) * u));
-        if (cand < unit_floor(slots, u)) cand = unit_floor(slots, u);
-        if (cand <= top) return cand < store_peak ? cand : store_peak;
+static remat_status find_min_memory(opt_ctx *x, uint64_t slots, uint64_t store_peak,
+                                    uint64_t *out, remat_error *err) {
+    uint64_t in = byte_a(x->c, 0), need;
+    REMAT__FORWARD(need_at(x, 0, REMAT_MAX_BYTES, &need, err));
+    need = sat(in + need);
+    *out = store_peak;
+    if (need >= store_peak) return REMAT_OK;
+    if (slots == 0) {
+        *out = need;
+        return REMAT_OK;
     }
-    return store_peak;
+    for (uint64_t u = unit_of(slots, need); unit_floor(slots, u) < store_peak; u *= 2) {
+        uint64_t top = unit_top(slots, u), nu;
+        REMAT__FORWARD(need_at(x, slots, top, &nu, err));
+        uint64_t cand = sat(in + sat(nu * u));
+        if (cand < unit_floor(slots, u)) cand = unit_floor(slots, u);
+        if (cand <= top) {
+            *out = cand < store_peak ? cand : store_peak;
+            return REMAT_OK;
+        }
+    }
+    return REMAT_OK;
 }
 
 static uint64_t slots_of(const remat_solve_options *o) {
@@ -614,7 +693,8 @@ static uint64_t slots_of(const remat_solve_options *o) {
 
 static remat_status infeasible(opt_ctx *x, const remat_solve_options *o, uint64_t store_peak,
                                uint64_t limit, remat_error *err) {
-    uint64_t mm = find_min_memory(x, slots_of(o), store_peak);
+    uint64_t mm;
+    REMAT__FORWARD(find_min_memory(x, slots_of(o), store_peak, &mm, err));
     remat_status st = remat__fail(err, REMAT_E_INFEASIBLE,
                                   "optimal: no persistent schedule fits %llu bytes; the "
                                   "smallest limit that works is %llu bytes",
@@ -628,22 +708,20 @@ static remat_status prepare(opt_ctx *x, const remat_chain *c, const remat_solve_
                             uint64_t mem, int *fits, remat_error *err) {
     REMAT__FORWARD(ctx_init(x, c, o->max_work_bytes, err));
     uint64_t slots = slots_of(o);
-    if (slots && mem == 0) {
-        *fits = 0;
-        return REMAT_OK;
-    }
+    *fits = 0;
+    if (slots && mem == 0) return REMAT_OK;
     ctx_units(x, slots, mem);
-    ctx_bounds(x);
+    REMAT__FORWARD(ctx_bounds(x, err));
     *fits = mem >= byte_a(c, 0) && x->lo[IDX(x, 1, x->n)] <= x->budget;
     /* Rounding to slot u may fail where a finer slot fits: halve it until
      * lo(1, n) fits or the slot is that of the smallest limit (past which
      * nothing finer helps). So every limit from the smallest one works. */
     if (!*fits && slots && mem >= byte_a(c, 0)) {
-        uint64_t store_peak, mm;
+        uint64_t store_peak, mm = 0;
         REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
         opt_ctx y;
         remat_status st = ctx_init(&y, c, o->max_work_bytes, err);
-        mm = st == REMAT_OK ? find_min_memory(&y, slots, store_peak) : 0;
+        if (st == REMAT_OK) st = find_min_memory(&y, slots, store_peak, &mm, err);
         ctx_free(&y);
         REMAT__FORWARD(st);
         if (mem < mm) return REMAT_OK;
@@ -651,11 +729,31 @@ static remat_status prepare(opt_ctx *x, const remat_chain *c, const remat_solve_
         for (uint64_t u = x->unit / 2; !*fits && u >= u0 && u >= 1; u /= 2) {
             ctx_units(x, slots, slots * u); /* sizes in slot u */
             x->budget = (mem - in) / u;
-            ctx_bounds(x);
+            REMAT__FORWARD(ctx_bounds(x, err));
             *fits = x->lo[IDX(x, 1, x->n)] <= x->budget;
         }
     }
     return REMAT_OK;
+}
+
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem) {
+    return slots ? unit_of(slots, mem) : 1;
+}
+
+remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err) {
+    opt_ctx x;
+    *out = NULL;
+    remat_status st = ctx_init(&x, c, 0, err);
+    if (st == REMAT_OK) {
+        ctx_units(&x, 0, REMAT_MAX_BYTES);
+        st = ctx_bounds(&x, err);
+    }
+    if (st == REMAT_OK) {
+        *out = x.lo; /* the caller frees it */
+        x.lo = x.lot = NULL;
+    }
+    ctx_free(&x);
+    return st;
 }
 
 remat_status remat__min_memory_optimal(const remat_chain *c, const remat_solve_options *o,
@@ -664,9 +762,66 @@ remat_status remat__min_memory_optimal(const remat_chain *c, const remat_solve_o
     REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
     opt_ctx x;
     remat_status st = ctx_init(&x, c, o->max_work_bytes, err);
-    if (st == REMAT_OK) *out = find_min_memory(&x, slots_of(o), store_peak);
+    if (st == REMAT_OK) st = find_min_memory(&x, slots_of(o), store_peak, out, err);
     ctx_free(&x);
     return st;
+}
+
+/* The table for root budgets budget - root_span .. budget (prepare() must
+ * have said the lowest fits). */
+static remat_status solve_table(opt_ctx *x, const remat_solve_options *o, uint64_t root_span,
+                                remat_error *err) {
+    return build_table(x, o, slots_of(o) == 0, root_span, err);
+}
+
+/* Time and exact peak of the schedule the table gives at budget b. */
+static remat_status follow(const opt_ctx *x, uint64_t b, double *time, uint64_t *peak,
+                           remat_error *err) {
+    opt_rebuild r = {x, NULL, 0, 0, NULL, 0, 0};
+    REMAT__FORWARD(rebuild(&r, b, err));
+    *time = r.time;
+    *peak = r.peak;
+    return REMAT_OK;
+}
+
+/* Rounding every size up to whole slots leaves the schedule at the limit's
+ * budget under the limit in bytes, by about the rounding's share of the
+ * sizes. So the table also covers budgets that much above it (headroom()),
+ * and the largest budget whose schedule still fits the limit in bytes (exact
+ * peak, by bisection) is taken; the limit's own budget always fits, so this
+ * never does worse. */
+static uint64_t headroom(const opt_ctx *x, uint64_t base) {
+    if (x->unit <= 1) return 0;
+    long double bytes = 0, rounded = 0;
+    for (size_t i = 1; i <= x->n; i++) {
+        bytes += (long double)remat_chain_a_bytes(x->c, i) + remat_chain_abar_bytes(x->c, i);
+        rounded += ((long double)x->a[i] + x->ab[i]) * x->unit;
+    }
+    if (!(bytes > 0) || rounded <= bytes) return 0;
+    long double extra = (long double)base * (rounded / bytes - 1);
+    return extra > base / 2 ? base / 2 : (uint64_t)extra;
+}
+
+static remat_status pick_budget(const opt_ctx *x, uint64_t base, uint64_t mem, uint64_t *out,
+                                remat_error *err) {
+    double t;
+    uint64_t peak, lo = base, hi = x->budget + 1; /* lo fits; hi is past the table */
+    *out = base;
+    if (x->budget == base) return REMAT_OK;
+    REMAT__FORWARD(follow(x, x->budget, &t, &peak, err));
+    if (peak <= mem) {
+        *out = x->budget;
+        return REMAT_OK;
+    }
+    hi = x->budget;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        REMAT__FORWARD(follow(x, mid, &t, &peak, err));
+        if (peak <= mem) lo = mid;
+        else hi = mid;
+    }
+    *out = lo;
+    return REMAT_OK;
 }
 
 remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_options *o,
@@ -679,12 +834,15 @@ remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_option
     int fits = 0;
     remat_status st = prepare(&x, c, o, o->memory, &fits, err);
     if (st == REMAT_OK && !fits) st = infeasible(&x, o, store_peak, o->memory, err);
-    if (st == REMAT_OK) st = build_table(&x, o, slots_of(o) == 0, err);
+    uint64_t base = x.budget, b = base;
+    if (st == REMAT_OK) x.budget = base + headroom(&x, base);
+    if (st == REMAT_OK) st = solve_table(&x, o, x.budget - base, err);
+    if (st == REMAT_OK) st = pick_budget(&x, base, o->memory, &b, err);
     remat_schedule *s = NULL;
     if (st == REMAT_OK) st = remat_schedule_create("optimal", &s, err);
     if (st == REMAT_OK) {
         opt_rebuild r = {&x, s, 0, 0, NULL, 0, 0};
-        st = rebuild(&r, x.budget, err);
+        st = rebuild(&r, b, err);
         s->time = r.time;
         s->peak_bytes = r.peak;
     }
@@ -721,56 +879,55 @@ static size_t thin(remat_curve_point *p, size_t k, size_t want) {
     return out;
 }
 
-/* Appends the steps of C(1, n, .) from the table at limit `top` (slot u):
- * budget b is reached from limit a[0] + b*u, but never below unit_floor(u),
- * where the slot would be finer. Keeps points whose time strictly falls. */
+/* Appends the steps of C(1, n, .) from the table (slot u): budget b is
+ * reached from limit a[0] + b*u, whose slot is u or finer, so a solve there
+ * does at least as well (powers of two nest). Keeps points whose time
+ * strictly falls. */
 static void table_points(const opt_ctx *x, uint64_t slots, uint64_t store_peak, int to_peak,
                          remat_curve *cv, float *prev) {
-    uint64_t in = byte_a(x->c, 0), u = x->unit, fl = slots ? unit_floor(slots, u) : 0;
+    uint64_t in = byte_a(x->c, 0), u = x->unit;
+    /* a limit whose own slot is coarser than the table's is not covered (only
+     * when prepare() had to refine the slot at the top) */
+    uint64_t last = slots ? unit_top(slots, u) : UINT64_MAX;
     opt_view row = view_of(x, 1, x->n);
-    uint64_t b = row.lo;
-    if (fl > in && (fl - in) / u > b) b = (fl - in) / u; /* the budget at fl */
     /* past the row the value is its constant tail: one more step at most */
     uint64_t bmax = row.hi < x->budget ? row.hi : x->budget;
-    for (; b <= bmax; b++) {
+    for (uint64_t b = row.lo; b <= bmax; b++) {
         float v = table_at(x, 1, x->n, b);
         if (!(v < *prev)) continue;
         *prev = v;
         uint64_t mem = sat(in + sat(b * u));
-        if (mem < fl) mem = fl;
-        if (to_peak && mem >= store_peak) break;
+        if ((to_peak && mem >= store_peak) || mem > last) break;
         remat_curve_point p = {mem, (double)v / x->scale};
         if (cv->n > 0 && cv->points[cv->n - 1].memory == mem) cv->points[cv->n - 1] = p;
         else cv->points[cv->n++] = p;
     }
 }
 
-/* Builds the table at limit `top` and appends its points; skips it if even
- * its top budget does not fit. */
-static remat_status curve_table(const remat_chain *c, const remat_solve_options *o,
-                                uint64_t top, uint64_t store_peak, int to_peak, remat_curve *cv,
-                                float *prev, remat_error *err) {
+/* C(1, n, budget) at limit `mem`, the value a solve there finds. */
+static remat_status value_at(const remat_chain *c, const remat_solve_options *o, uint64_t mem,
+                             double *time, remat_error *err) {
     opt_ctx x;
     int fits = 0;
-    remat_status st = prepare(&x, c, o, top, &fits, err);
-    if (st == REMAT_OK && fits) st = build_table(&x, o, slots_of(o) == 0, err);
-    if (st == REMAT_OK && fits) table_points(&x, slots_of(o), store_peak, to_peak, cv, prev);
+    remat_status st = prepare(&x, c, o, mem, &fits, err);
+    if (st == REMAT_OK && !fits)
+        st = remat__fail(err, REMAT_E_INTERNAL, "optimal curve: the smallest limit does not fit");
+    if (st == REMAT_OK) st = solve_table(&x, o, 0, err);
+    if (st == REMAT_OK) *time = (double)table_at(&x, 1, x.n, x.budget) / x.scale;
     ctx_free(&x);
     return st;
 }
 
-/* The curve from the smallest feasible limit (what remat_min_memory says)
- * to the top, from two tables: one at the slot of the smallest limit (fine
- * steps near it) and one at the top's slot. A point from a table with slot u
- * at limit m is reached by solving at m, whose slot is u or finer (powers of
- * two nest), up to float rounding of the table. */
+/* The curve from the smallest feasible limit (what remat_min_memory says) to
+ * the top, from one table at the top's slot (every budget), plus the
+ * smallest limit itself when that table cannot reach it (a solve there, at
+ * its finer slot). */
 remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_options *o,
                                   size_t max_points, remat_curve **out, remat_error *err) {
     uint64_t store_peak;
     double store_time;
     REMAT__FORWARD(remat_store_all_cost(c, &store_peak, &store_time, err));
     uint64_t top = o->memory ? o->memory : store_peak;
-    uint64_t slots = slots_of(o);
     int to_peak = top >= store_peak;
     uint64_t mm = 0;
     REMAT__FORWARD(remat__min_memory_optimal(c, o, &mm, err));
@@ -781,29 +938,34 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
         ctx_free(&x);
         return st;
     }
-    /* two tables: at the smallest limit's slot and at the top's; at most 2S+2 points each */
-    uint64_t u0 = slots ? unit_of(slots, mm) : 1, u1 = slots ? unit_of(slots, top) : 1;
-    size_t tables = u0 < u1 ? 2 : 1;
-    uint64_t per = slots ? 2 * slots + 2 : (top > mm ? top - mm : 0) + 2;
     remat_curve *cv = calloc(1, sizeof *cv);
+    REMAT__RETURN_IF(!cv, err, REMAT_E_NOMEM, "optimal curve: out of memory");
+    remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
+    opt_ctx x;
+    int fits = 0;
     remat_status st = REMAT_OK;
-    size_t cap = 0;
-    if (!cv) st = remat__fail(err, REMAT_E_NOMEM, "optimal curve: out of memory");
-    else if (per > SIZE_MAX / tables - 1)
+    if (mm < store_peak) st = prepare(&x, c, o, top, &fits, err);
+    else memset(&x, 0, sizeof x);
+    /* points: the smallest limit, every budget of the table, the store-all peak */
+    uint64_t budgets = fits ? x.budget + 1 : 0;
+    if (st == REMAT_OK && budgets > SIZE_MAX / sizeof *cv->points - 3)
         st = remat__fail(err, REMAT_E_TOO_LARGE, "optimal curve: too many points");
-    else {
-        cap = (size_t)per * tables + 1;
-        st = remat__alloc_table((void **)&cv->points, cap, sizeof *cv->points, o->max_work_bytes,
-                                "optimal curve", err);
-    }
+    if (st == REMAT_OK)
+        st = remat__alloc_table((void **)&cv->points, (size_t)budgets + 3, sizeof *cv->points,
+                                o->max_work_bytes, "optimal curve", err);
+    if (st == REMAT_OK && fits) st = solve_table(&x, o, x.budget, err);
     float prev = INFINITY;
-    if (st == REMAT_OK) remat__strlcpy(cv->algorithm, "optimal", sizeof cv->algorithm);
-    if (mm < store_peak)
-        for (uint64_t u = u0; st == REMAT_OK; u = u1) {
-            uint64_t t = slots && u < u1 ? unit_top(slots, u) : top;
-            st = curve_table(c, o, t, store_peak, to_peak, cv, &prev, err);
-            if (u >= u1) break;
+    if (st == REMAT_OK && mm < store_peak) {
+        uint64_t first = fits ? sat(byte_a(c, 0) + sat(view_of(&x, 1, x.n).lo * x.unit)) : top;
+        if (mm < first) { /* the table's slot is too coarse to reach mm */
+            double t = 0;
+            st = value_at(c, o, mm, &t, err);
+            if (st == REMAT_OK) cv->points[cv->n++] = (remat_curve_point){mm, t};
+            if (st == REMAT_OK && fits) prev = (float)(t * x.scale);
         }
+        if (st == REMAT_OK && fits) table_points(&x, slots_of(o), store_peak, to_peak, cv, &prev);
+    }
+    if (mm < store_peak) ctx_free(&x);
     if (st == REMAT_OK && to_peak) {
         /* solving at the store-all peak gives store-all */
         if (cv->n > 0 && cv->points[cv->n - 1].time <= store_time * (1 + 1e-6))

@@ -16,7 +16,6 @@
  * rounded up as a whole, each checkpoint a[k] on its own, so a plan never
  * exceeds the limit. docs/revolve.md derives it all. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -24,6 +23,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "../core/parallel.h"
 #include "revolve_internal.h"
 
 #define RV_DEFAULT_BUCKETS 500
@@ -319,40 +319,37 @@ typedef struct rv_task {
 typedef struct rv_run {
     const rv_solver *s;
     const rv_task *tasks;
-    size_t ntasks;
-    const size_t *group_end; /* [n+1]: tasks of length <= l end at group_end[l] */
-    atomic_size_t next, done;
-    atomic_uint_fast64_t cells;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    const size_t *group_end;      /* [n+1]: tasks of length <= l end at group_end[l] */
+    remat__gates *done;           /* one counter: tasks finished */
+    atomic_uint_fast64_t *cells;  /* DP cells, summed over the workers */
 } rv_run;
 
-static void *run_worker(void *arg) {
-    rv_run *run = arg;
-    uint64_t cells = 0;
-    for (;;) {
-        size_t t = atomic_fetch_add(&run->next, 1);
-        if (t >= run->ntasks) break;
-        const rv_task *tk = &run->tasks[t];
-        size_t len = tk->j - tk->i, need = run->group_end[len - 1];
-        if (atomic_load(&run->done) < need) { /* shorter subproblems still running */
-            pthread_mutex_lock(&run->mu);
-            while (atomic_load(&run->done) < need) pthread_cond_wait(&run->cv, &run->mu);
-            pthread_mutex_unlock(&run->mu);
-        }
-        cells += solve_chunk(run->s, tk->i, tk->j, tk->m0, tk->m1);
-        size_t d = atomic_fetch_add(&run->done, 1) + 1;
-        if (d == run->group_end[len]) {
-            pthread_mutex_lock(&run->mu);
-            pthread_cond_broadcast(&run->cv);
-            pthread_mutex_unlock(&run->mu);
-        }
-    }
-    atomic_fetch_add(&run->cells, cells);
-    return NULL;
+static void run_task(const void *arg, size_t t, unsigned worker) {
+    const rv_run *run = arg;
+    (void)worker;
+    const rv_task *tk = &run->tasks[t];
+    size_t len = tk->j - tk->i;
+    remat__gate_wait(run->done, 0, run->group_end[len - 1]); /* shorter subproblems first */
+    uint64_t cells = solve_chunk(run->s, tk->i, tk->j, tk->m0, tk->m1);
+    atomic_fetch_add(run->cells, cells);
+    remat__gate_add(run->done, 0, 1);
 }
 
 static size_t row_len(const rv_pair *p) { return p->lo > p->hi ? 0 : (size_t)(p->hi - p->lo + 1); }
+
+/* Seconds per DP cell on one core (bench_revolve), for the estimate. */
+#define RV_SEC_PER_CELL 3e-10
+
+/* Refuses, before the table is laid out, a DP estimated to take longer than
+ * o allows: (i, j) tries j - i - 1 actions at each of its budgets. */
+static remat_status check_time(const rv_solver *s, const remat_solve_options *o,
+                               remat_error *err) {
+    double cells = 0;
+    for (size_t j = 2; j <= s->n; j++)
+        for (size_t i = 0; i + 1 < j; i++) cells += (double)row_len(pair_at(s, i, j)) * (double)(j - i);
+    return remat__check_time(o, remat__parallel_seconds(o, cells * RV_SEC_PER_CELL), "revolve",
+                             "use larger buckets (--bucket)", err);
+}
 
 /* Lays the rows out in the pool; fails when they exceed *budget bytes. */
 static remat_status layout_rows(rv_solver *s, uint64_t *budget, remat_error *err) {
@@ -428,25 +425,18 @@ static remat_status run_dp(rv_solver *s, unsigned threads, uint64_t budget, uint
         group_end[len] = t;
     }
     group_end[0] = group_end[1] = 0;
-    rv_run run = {.s = s, .tasks = tasks, .ntasks = ntasks, .group_end = group_end};
-    atomic_init(&run.next, 0);
-    atomic_init(&run.done, 0);
-    atomic_init(&run.cells, 0);
-    pthread_mutex_init(&run.mu, NULL);
-    pthread_cond_init(&run.cv, NULL);
-    if (threads > 64) threads = 64;
-    if ((size_t)threads > ntasks) threads = ntasks ? (unsigned)ntasks : 1;
-    pthread_t tid[64];
-    unsigned started = 0;
-    /* A thread that fails to start is no error: the others take its share. */
-    while (started + 1 < threads && pthread_create(&tid[started], NULL, run_worker, &run) == 0)
-        started++;
-    run_worker(&run);
-    for (unsigned k = 0; k < started; k++) pthread_join(tid[k], NULL);
-    pthread_mutex_destroy(&run.mu);
-    pthread_cond_destroy(&run.cv);
-    *cells = atomic_load(&run.cells);
-    *used = started + 1;
+    atomic_uint_fast64_t total;
+    atomic_init(&total, 0);
+    rv_run run = {s, tasks, group_end, remat__gates_new(1), &total};
+    if (!run.done) {
+        free(tasks);
+        free(group_end);
+        return remat__fail(err, REMAT_E_NOMEM, "revolve: out of memory");
+    }
+    /* Items go out in task order, so a task only waits for earlier ones. */
+    *used = remat__parallel_for(threads, ntasks, run_task, &run);
+    remat__gates_free(run.done);
+    *cells = atomic_load(&total);
     free(tasks);
     free(group_end);
     return REMAT_OK;
@@ -641,6 +631,7 @@ static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_cost
     stats->buckets = s->M;
     stats->min_buckets = top->lo;
     if (!fits) return infeasible(s, o, err);
+    REMAT__FORWARD(check_time(s, o, err));
     REMAT__FORWARD(layout_rows(s, &budget, err));
     stats->table_entries = s->pool_len;
     REMAT__FORWARD(run_dp(s, remat__threads(o->threads), budget, &stats->cells, &stats->threads,

@@ -3,6 +3,7 @@
  * for algorithms without a table of their own. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "solvers_internal.h"
 
@@ -65,6 +66,31 @@ remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, do
     return st;
 }
 
+double remat__max_seconds(const remat_solve_options *o) {
+    if (o->max_seconds < 0) return INFINITY;
+    return o->max_seconds > 0 ? o->max_seconds : REMAT_DEFAULT_MAX_SECONDS;
+}
+
+remat_status remat__check_time(const remat_solve_options *o, double seconds, const char *what,
+                               const char *hint, remat_error *err) {
+    double limit = remat__max_seconds(o);
+    REMAT__RETURN_IF(!(seconds <= limit), err, REMAT_E_TOO_LARGE,
+                     "%s: estimated to take about %.3g s, more than the limit of %.3g s; %s, or "
+                     "raise the limit (--max-time, max_seconds)",
+                     what, seconds, limit, hint);
+    return REMAT_OK;
+}
+
+double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds) {
+    unsigned k = remat__threads(o->threads);
+    return one_core_seconds / (k > 1 ? 0.8 * k : 1.0);
+}
+
+void remat__progress(const remat_solve_options *o, double done, const char *what) {
+    if (!o->progress) return;
+    o->progress(o->progress_arg, done < 0 ? 0 : done > 1 ? 1 : done, what);
+}
+
 static int is_offload(remat_algorithm a) {
     return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
            a == REMAT_ALG_AUTOCAPPER;
@@ -92,6 +118,7 @@ static remat_status check_options(const remat_solve_options *o, remat_error *err
                      "threads: %u is more than %u", o->threads, REMAT_MAX_THREADS);
     REMAT__RETURN_IF(o->exact_no_del != 0 && o->exact_no_del != 1, err, REMAT_E_INPUT,
                      "exact_no_del: %d is not 0 or 1", o->exact_no_del);
+    REMAT__RETURN_IF(isnan(o->max_seconds), err, REMAT_E_INPUT, "max_seconds: is NaN");
     return REMAT_OK;
 }
 
@@ -110,10 +137,42 @@ static remat__solver_fn solver_for(remat_algorithm a) {
     }
 }
 
+/* One core's seconds for one solve, roughly, from the chain's length and the
+ * options; calibrated on the development machine (docs/bounded.md). optimal
+ * and revolve check their exact table sizes themselves; this serves the
+ * others, which cannot tell before they start, and the sweeps of many
+ * solves (curves and smallest-memory searches). */
+static double solve_estimate(const remat_chain *c, const remat_solve_options *o) {
+    double n = (double)c->n;
+    double slots = o->slots < 0 ? REMAT_DEFAULT_SLOTS : o->slots ? (double)o->slots : 1000;
+    /* optimal: n^2/2 pairs, n/3 choices each, rows of ~0.7 S slots */
+    double optimal = n * n / 2 * (n / 3) * 0.7 * slots * 2.5e-10;
+    double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
+    /* pofo: fitted on resnet101 (L = 35, 1.25 s) and resnet1001 (L = 338, 70 s) */
+    double pofo = 2.3e-3 * pow(n, 1.77) * pow(values / 50, 1.1);
+    switch (o->algorithm) {
+    case REMAT_ALG_OPTIMAL: return optimal;
+    case REMAT_ALG_REVOLVE: return n * n / 2 * (n / 3) * 500 * 3e-10;
+    case REMAT_ALG_POFO: return pofo + optimal;
+    case REMAT_ALG_OFFLOAD_ONLY: return pofo / 20;
+    case REMAT_ALG_OPPORTUNIST: return 1e-5 * n * n;
+    case REMAT_ALG_AUTOCAPPER: return 40 * optimal + 1e-5 * n * n;
+    case REMAT_ALG_EXACT: return 0.1;
+    default: return 1e-6 * n;
+    }
+}
+
+/* Whether the solver cannot check its own work before it starts. */
+static int checked_up_front(remat_algorithm a) { return is_offload(a); }
+
 /* Solves and checks, without the min-memory search on failure. */
 static remat_status solve_checked(const remat_chain *c, const remat_solve_options *o,
                                   remat_schedule **out, remat_error *err) {
     remat_schedule *s = NULL;
+    if (checked_up_front(o->algorithm))
+        REMAT__FORWARD(remat__check_time(o, remat__parallel_seconds(o, solve_estimate(c, o)),
+                                         remat_algorithm_name(o->algorithm),
+                                         "use fewer offload values (--values)", err));
     REMAT__FORWARD(solver_for(o->algorithm)(c, o, &s, err));
     double predicted_time = s->time;
     uint64_t predicted_peak = s->peak_bytes;
@@ -136,16 +195,23 @@ static remat_status solve_checked(const remat_chain *c, const remat_solve_option
     return REMAT_OK;
 }
 
+/* Solves at m quietly: 1 when it fits (*time its time), 0 when not; *hard
+ * keeps any error other than infeasibility. */
 static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint64_t m,
-                       remat_status *hard) {
+                       double *time, remat_status *hard, remat_error *hard_err) {
     remat_solve_options oo = *o;
     oo.memory = m;
+    oo.progress = NULL;
     remat_schedule *s = NULL;
     remat_error e;
     remat__clear(&e);
     remat_status st = solve_checked(c, &oo, &s, &e);
+    if (st == REMAT_OK && time) *time = s->time;
     remat_schedule_free(s);
-    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) *hard = st;
+    if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
+        *hard = st;
+        if (hard_err) *hard_err = e;
+    }
     return st == REMAT_OK;
 }
 
@@ -186,6 +252,48 @@ static remat_status min_memory_exact(const remat_chain *c, const remat_solve_opt
     return st;
 }
 
+/* The smallest limit at which the algorithm finds a schedule, to within
+ * `tol` bytes (the result always works), by bisection over solves: *time is
+ * the time there. Refused up front when the solves are estimated to take
+ * longer than o allows. */
+static remat_status min_memory_search(const remat_chain *c, const remat_solve_options *o,
+                                      uint64_t tol, uint64_t *out, double *time,
+                                      remat_error *err) {
+    uint64_t hi;
+    REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
+    uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
+    if (lo > 0) lo--;
+    double steps = 2 + log2((double)(hi > lo ? hi - lo : 1) / (double)(tol ? tol : 1));
+    REMAT__FORWARD(remat__check_time(o, remat__parallel_seconds(o, steps * solve_estimate(c, o)),
+                                     "the smallest-memory search",
+                                     "give --memory, or use fewer offload values", err));
+    remat_status hard = REMAT_OK;
+    double t = 0;
+    /* Discretized solvers may need a little more than the store-all peak. */
+    while (!feasible_at(c, o, hi, &t, &hard, err)) {
+        if (hard != REMAT_OK) return hard;
+        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
+                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
+        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
+    }
+    /* invariant: lo infeasible (or below any need), hi feasible with time t */
+    for (double k = 0; hi - lo > (tol ? tol : 1); k++) {
+        remat__progress(o, k / steps, "smallest memory");
+        uint64_t mid = lo + (hi - lo) / 2;
+        double tm = 0;
+        if (feasible_at(c, o, mid, &tm, &hard, err)) {
+            hi = mid;
+            t = tm;
+        } else {
+            if (hard != REMAT_OK) return hard;
+            lo = mid;
+        }
+    }
+    *out = hi;
+    if (time) *time = t;
+    return REMAT_OK;
+}
+
 remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o, uint64_t *out,
                               remat_error *err) {
     remat_error local;
@@ -196,30 +304,7 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     REMAT__FORWARD(check_options(o, err));
     if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
     if (o->algorithm == REMAT_ALG_EXACT) return min_memory_exact(c, o, out, err);
-    uint64_t hi;
-    REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
-    remat_status hard = REMAT_OK;
-    /* Discretized solvers may need a little more than the store-all peak. */
-    while (!feasible_at(c, o, hi, &hard)) {
-        if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
-        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
-                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
-        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
-    }
-    uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
-    if (lo > 0) lo--;
-    /* invariant: lo infeasible (or below any need), hi feasible */
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (feasible_at(c, o, mid, &hard))
-            hi = mid;
-        else {
-            if (hard != REMAT_OK) return remat__fail(err, hard, "min memory search failed");
-            lo = mid;
-        }
-    }
-    *out = hi;
-    return REMAT_OK;
+    return min_memory_search(c, o, 1, out, NULL, err);
 }
 
 remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, remat_schedule **out,
@@ -251,45 +336,125 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
     return st;
 }
 
-/* Generic curve: min memory, then one solve per point up to the top. */
+/* Generic curve: the smallest memory (to within a small share of the range),
+ * then one solve per point up to the top: at most REMAT_SWEEP_MAX_POINTS
+ * points, fewer when the solves are estimated to take longer than half of
+ * o's time limit, never the same memory twice. The points are solved coarse
+ * to fine (the ends, then midpoints), and the sweep stops early when its own
+ * wall time nears the limit (a loaded machine), so it stays spread over the
+ * range. */
+#define REMAT_SWEEP_MAX_POINTS 100
+
+static double wall_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Indices 0..k-1 coarse to fine: both ends, then the midpoints of the gaps
+ * in breadth-first order. */
+static void coarse_to_fine(size_t *order, size_t k) {
+    size_t n = 0, head = 0;
+    order[n++] = 0;
+    if (k > 1) order[n++] = k - 1;
+    /* the gaps to split, as pairs (a, b), kept in `order`'s tail */
+    size_t *gaps = order + k; /* room for 2k entries */
+    size_t ng = 0;
+    if (k > 2) {
+        gaps[ng++] = 0;
+        gaps[ng++] = k - 1;
+    }
+    while (head < ng) {
+        size_t a = gaps[head++], b = gaps[head++], mid = a + (b - a) / 2;
+        order[n++] = mid;
+        if (mid - a > 1) {
+            gaps[ng++] = a;
+            gaps[ng++] = mid;
+        }
+        if (b - mid > 1) {
+            gaps[ng++] = mid;
+            gaps[ng++] = b;
+        }
+    }
+}
+
 static remat_status curve_by_sweep(const remat_chain *c, const remat_solve_options *o,
                                    size_t max_points, remat_curve **out, remat_error *err) {
+    double start = wall_seconds();
     uint64_t lo, top;
-    REMAT__FORWARD(remat_min_memory(c, o, &lo, err));
+    double lo_time = 0;
     REMAT__FORWARD(remat_store_all_cost(c, &top, NULL, err));
     if (o->memory) top = o->memory;
+    size_t k_max = max_points ? max_points : 50;
+    if (k_max > REMAT_SWEEP_MAX_POINTS) k_max = REMAT_SWEEP_MAX_POINTS;
+    uint64_t span = top > c->input_bytes ? top - c->input_bytes : 1;
+    uint64_t tol = span / (4 * (uint64_t)k_max) + 1;
+    double one = remat__parallel_seconds(o, solve_estimate(c, o));
+    double search = (2 + log2((double)span / (double)tol)) * one;
+    /* as many points as fit in half the time limit: a loaded machine may be
+     * twice as slow as the estimates */
+    double limit = remat__max_seconds(o), room = limit / 2 - search;
+    if (one > 0 && room < (double)k_max * one)
+        k_max = room >= 2 * one ? (size_t)(room / one) : 2;
+    REMAT__FORWARD(remat__check_time(o, search + (double)k_max * one,
+                                     "the curve's solves", "give fewer --points", err));
+    REMAT__FORWARD(min_memory_search(c, o, tol, &lo, &lo_time, err));
     if (top < lo) top = lo;
-    if (max_points == 0) max_points = 50;
     remat_curve *cv = calloc(1, sizeof *cv);
-    if (cv) cv->points = remat__calloc(max_points, sizeof *cv->points);
-    if (!cv || !cv->points) {
-        remat_curve_free(cv);
-        return remat__fail(err, REMAT_E_NOMEM, "curve: out of memory");
-    }
-    remat__strlcpy(cv->algorithm, remat_algorithm_name(o->algorithm), sizeof cv->algorithm);
-    for (size_t k = 0; k < max_points; k++) {
-        uint64_t m = max_points == 1 ? top
-                                     : lo + (uint64_t)((double)(top - lo) * (double)k /
-                                                       (double)(max_points - 1));
-        if (k == max_points - 1) m = top;
-        remat_solve_options oo = *o;
-        oo.memory = m;
-        remat_schedule *s = NULL;
-        remat_status st = solve_checked(c, &oo, &s, err);
-        if (st == REMAT_E_INFEASIBLE) continue; /* non-monotone heuristics */
-        if (st != REMAT_OK) {
-            remat_curve_free(cv);
-            return st;
+    uint64_t *mem = remat__calloc(k_max, sizeof *mem);
+    double *tm = remat__calloc(k_max, sizeof *tm);
+    size_t *order = remat__calloc(3 * k_max, sizeof *order);
+    if (cv) cv->points = remat__calloc(k_max, sizeof *cv->points);
+    remat_status st = REMAT_OK;
+    if (!cv || !cv->points || !mem || !tm || !order)
+        st = remat__fail(err, REMAT_E_NOMEM, "curve: out of memory");
+    if (st == REMAT_OK) {
+        remat__strlcpy(cv->algorithm, remat_algorithm_name(o->algorithm), sizeof cv->algorithm);
+        for (size_t k = 0; k < k_max; k++) {
+            mem[k] = k_max == 1 ? top
+                                : lo + (uint64_t)((double)(top - lo) * (double)k /
+                                                  (double)(k_max - 1));
+            tm[k] = NAN; /* not solved, or nothing fits */
         }
-        if (cv->n > 0 && cv->points[cv->n - 1].time <= s->time) {
-            remat_schedule_free(s);
+        mem[k_max - 1] = top;
+        coarse_to_fine(order, k_max);
+    }
+    size_t solved = 0;
+    for (size_t q = 0; st == REMAT_OK && q < k_max; q++) {
+        size_t k = order[q];
+        if (k > 0 && mem[k] == mem[k - 1]) continue; /* the same memory again */
+        double elapsed = wall_seconds() - start;
+        if (solved >= 2 && elapsed + elapsed / (double)(solved + 1) > 0.9 * limit) break;
+        remat__progress(o, (double)q / (double)k_max, "curve");
+        if (mem[k] == lo) { /* solved by the search */
+            tm[k] = lo_time;
             continue;
         }
-        cv->points[cv->n].memory = m;
-        cv->points[cv->n].time = s->time;
-        cv->n++;
+        remat_solve_options oo = *o;
+        oo.memory = mem[k];
+        oo.progress = NULL;
+        remat_schedule *s = NULL;
+        remat_status s2 = solve_checked(c, &oo, &s, err);
+        solved++;
+        if (s2 == REMAT_OK) tm[k] = s->time;
+        else if (s2 != REMAT_E_INFEASIBLE) st = s2; /* infeasible: non-monotone heuristics */
         remat_schedule_free(s);
     }
+    for (size_t k = 0; st == REMAT_OK && k < k_max; k++) {
+        if (isnan(tm[k]) || (k > 0 && mem[k] == mem[k - 1])) continue;
+        if (cv->n > 0 && cv->points[cv->n - 1].time <= tm[k]) continue;
+        cv->points[cv->n].memory = mem[k];
+        cv->points[cv->n].time = tm[k];
+        cv->n++;
+    }
+    free(mem);
+    free(tm);
+    free(order);
+    if (st != REMAT_OK) {
+        remat_curve_free(cv);
+        return st;
+    }
+    remat__progress(o, 1, "curve");
     remat__clear(err);
     *out = cv;
     return REMAT_OK;

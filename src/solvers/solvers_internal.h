@@ -29,6 +29,23 @@ remat_status remat__curve_optimal(const remat_chain *, const remat_solve_options
 remat_status remat__min_memory_optimal(const remat_chain *, const remat_solve_options *, uint64_t *out,
                                        remat_error *);
 
+/* solve.c: the time limit. remat__check_time refuses (REMAT_E_TOO_LARGE,
+ * naming `what`, the estimate and `hint`) work estimated above o's limit;
+ * remat__parallel_seconds turns one core's seconds into wall seconds on
+ * o->threads workers. */
+double remat__max_seconds(const remat_solve_options *o);
+remat_status remat__check_time(const remat_solve_options *o, double seconds, const char *what,
+                               const char *hint, remat_error *err);
+double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds);
+/* Reports progress through o->progress, if any (done clamped to [0, 1]). */
+void remat__progress(const remat_solve_options *o, double done, const char *what);
+
+/* optimal.c, for tests: the slot of limit mem with `slots` slots (1: exact
+ * bytes), and the min-peak needs lo(s, t) in exact bytes, an n x n array
+ * (lo(s, t) at [(s-1)n + t-1] for s <= t; free() it). */
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
+remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err);
+
 /* Convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
 remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,

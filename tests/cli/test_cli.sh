@@ -119,5 +119,30 @@ out_has "info store-all peak" 'store-all peak: +1120 bytes'
 out_has "info store-all time" 'store-all time: +31$'
 out_has "info smallest memory" '^smallest memory: +[0-9]+ bytes'
 
+# bounded time: work estimated above --max-time is refused at once, with the estimate
+R1001=examples/resnet1001-like.json
+run 2 "solve refused above --max-time" "$REMAT" solve "$R1001" --memory 4GiB --max-time 0.0001
+err_line "refusal gives the estimate" 'estimated to take about .* s, more than the limit'
+run 2 "curve refused above --max-time" "$REMAT" curve "$D/tiny.json" -a pofo -b 1000 --max-time 0.000001
+err_line "curve refusal message" 'estimated to take about'
+run 2 "--max-time needs a number" "$REMAT" solve "$D/tiny.json" --memory 2000 --max-time soon
+run 0 "--max-time 0 is no limit" "$REMAT" solve "$D/tiny.json" --memory 2000 --max-time 0
+
+# progress: on stderr, forced with --progress, never with --quiet; stdout unchanged
+"$REMAT" solve "$R1001" --memory 4GiB >"$T/plain.json" 2>"$T/plain.err"
+"$REMAT" solve "$R1001" --memory 4GiB --progress >"$T/prog.json" 2>"$T/prog.err"
+if grep -q 'optimal: table .*100%' "$T/prog.err" && [ "$(tail -c 1 "$T/prog.err" | od -An -c | tr -d ' ')" = '\n' ]
+then ok "--progress prints the table's progress, one final newline"; else bad "--progress output"; cat "$T/prog.err" | head -c 300; fi
+if [ ! -s "$T/plain.err" ]; then ok "no progress when stderr is not a terminal"; else bad "unasked progress"; fi
+if cmp -s "$T/plain.json" "$T/prog.json"; then ok "stdout unchanged by --progress"; else bad "stdout changed"; fi
+"$REMAT" solve "$R1001" --memory 4GiB --progress --quiet >"$T/q.json" 2>"$T/q.err"
+if [ ! -s "$T/q.err" ] && cmp -s "$T/plain.json" "$T/q.json"; then ok "--quiet prints nothing"; else bad "--quiet"; fi
+"$REMAT" curve "$D/tiny.json" -a sequential --points 8 --progress >"$T/c.csv" 2>"$T/c.err"
+if grep -q 'curve .*100%' "$T/c.err"; then ok "curve --progress"; else bad "curve --progress"; fi
+# a curve never lists one memory twice, whatever --points asks
+run 0 "curve with many points" "$REMAT" curve "$D/tiny.json" -a sequential --points 100000
+if [ "$(tail -n +2 "$T/out" | cut -d, -f1 | sort | uniq -d | wc -l)" -eq 0 ]
+then ok "curve memories distinct"; else bad "curve repeats a memory"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

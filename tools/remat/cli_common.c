@@ -109,6 +109,16 @@ int cli_chain_option(int argc, char **argv, int *i, cli_chain_opts *co) {
         NEED("--max-work");
         if (remat_parse_size(v, &o->max_work_bytes, &e) != REMAT_OK)
             return cli_usage_error("--max-work: %s", e.message);
+    } else if (cli_opt(argc, argv, i, "--max-time", &v)) {
+        NEED("--max-time");
+        double secs;
+        if (!cli_parse_double(v, &secs))
+            return cli_usage_error("--max-time: \"%s\" is not a number of seconds >= 0", v);
+        o->max_seconds = secs > 0 ? secs : -1; /* 0: no limit */
+    } else if (strcmp(a, "--progress") == 0) {
+        co->progress.mode = 1;
+    } else if (strcmp(a, "--quiet") == 0) {
+        co->progress.mode = -1;
     } else if (cli_opt(argc, argv, i, "-o", &v) || cli_opt(argc, argv, i, "--output", &v)) {
         NEED("-o");
         co->output = v;

@@ -4,8 +4,17 @@
 
 #include "cli.h"
 
+/* The progress line (cli_progress.c): mode 1 --progress, -1 --quiet, 0 on a
+ * terminal for steps that take more than about 2 s. */
+typedef struct cli_progress {
+    int mode, tty, shown, last_pct;
+    double start, last_print;
+    char last_what[64];
+} cli_progress;
+
 typedef struct cli_chain_opts {
     remat_solve_options solve;
+    cli_progress progress;
     int have_memory;
     int have_bandwidth;
     const char *bandwidth_text;
@@ -29,12 +38,16 @@ int cli_load_chain(const char *path, remat_chain **out);
 /* Reports an infeasible solve with the smallest memory that would work; returns 1. */
 int cli_report_infeasible(const remat_error *e, const remat_solve_options *o);
 void cli_human_bytes(uint64_t b, char out[32]);
+/* Points o's progress callback at p (p->mode set by the options); end()
+ * closes the line with a newline if one was printed. */
+void cli_progress_start(cli_progress *p, remat_solve_options *o);
+void cli_progress_end(cli_progress *p);
 
 #define CLI_SOLVER_OPTIONS_HELP                                                              \
     "  -a, --algorithm A    optimal (default), revolve, sequential, store-all, exact,\n"    \
     "                       pofo, offload-only, opportunist, autocapper\n"                  \
-    "  --slots S            optimal: about S memory slots (default 500; the slot is the\n" \
-    "                       power of two nearest M/S); 0 = exact bytes\n"                   \
+    "  --slots S            optimal: at least S memory slots (default 500; the slot is\n"  \
+    "                       the largest power of two <= M/S); 0 = exact bytes\n"           \
     "  --segments K         sequential: K segments (default: the best K that fits)\n"       \
     "  --bucket SIZE        revolve: memory bucket size (default memory/500)\n"             \
     "  --revolve-mode MODE  revolve: precise (default), uniform-cost, uniform-memory\n"     \
@@ -43,6 +56,11 @@ void cli_human_bytes(uint64_t b, char out[32]);
     "                       needed by pofo, offload-only, opportunist, autocapper\n"        \
     "  --values N           pofo: memory values of the DP (default 50)\n"                   \
     "  --threads T          worker threads (default: all cores)\n"                          \
-    "  --max-work SIZE      cap on solver tables (default 8GiB)\n"
+    "  --max-work SIZE      cap on solver tables (default 8GiB)\n"                          \
+    "  --max-time SECONDS   refuse work estimated to take longer (default 60; 0 = no\n"    \
+    "                       limit); the refusal gives the estimate\n"                      \
+    "  --progress           show the progress line on stderr even when it is not a\n"      \
+    "                       terminal (by default: on a terminal, for steps over ~2 s)\n"   \
+    "  --quiet              no progress line\n"
 
 #endif

@@ -13,7 +13,9 @@ static const char help[] =
     "needs. For optimal, one table solve gives every point.\n"
     "\n"
     "options:\n"
-    "  --points K           at most K points (default: every step for optimal, 50 otherwise)\n"
+    "  --points K           at most K points (default: every step for optimal, 50 otherwise;\n"
+    "                       other algorithms solve at most 100 points, fewer when the\n"
+    "                       solves would pass --max-time or run out of it)\n"
     "  --format F           csv (default) or json\n"
     "  -m, --memory M       top of the curve (default: the store-all peak)\n" CLI_SOLVER_OPTIONS_HELP
     "  -o, --output FILE    write there instead of stdout\n"
@@ -89,7 +91,9 @@ int cmd_curve(int argc, char **argv) {
     remat_error e;
     double base = 0;
     remat_status st = remat_store_all_cost(c, NULL, &base, &e);
+    cli_progress_start(&co.progress, &co.solve);
     if (st == REMAT_OK) st = remat_curve_compute(c, &co.solve, (size_t)ca.points, &cv, &e);
+    cli_progress_end(&co.progress);
     if (st == REMAT_E_INFEASIBLE)
         rc = cli_report_infeasible(&e, &co.solve);
     else if (st != REMAT_OK)

@@ -19,7 +19,9 @@ int cmd_info(int argc, char **argv) {
     double time = 0;
     remat_error e;
     remat_status st = remat_store_all_cost(c, &peak, &time, &e);
+    cli_progress_start(&co.progress, &co.solve);
     if (st == REMAT_OK) st = remat_min_memory(c, &co.solve, &minmem, &e);
+    cli_progress_end(&co.progress);
     if (st != REMAT_OK) {
         remat_chain_free(c);
         return cli_report(st, &e);

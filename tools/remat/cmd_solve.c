@@ -27,7 +27,9 @@ int cmd_solve(int argc, char **argv) {
     }
     remat_schedule *s = NULL;
     remat_error e;
+    cli_progress_start(&co.progress, &co.solve);
     remat_status st = remat_solve(c, &co.solve, &s, &e);
+    cli_progress_end(&co.progress);
     if (st == REMAT_E_INFEASIBLE) rc = cli_report_infeasible(&e, &co.solve);
     else if (st != REMAT_OK) rc = cli_report(st, &e);
     else {

@@ -1,0 +1,98 @@
+/* Bounded time (docs/bounded.md): the targets of issue 13, timed through the
+ * public API on this machine and printed as a markdown table.
+ *
+ *   bench_bounded           all rows
+ *   bench_bounded --quick   skips the curves of pofo and offload-only
+ *
+ * - the smallest memory (remat info) of a random 5000-stage chain: <= 2 s;
+ * - a solve of a random 2000-stage chain at S = 500, half its peak: <= 30 s,
+ *   or a refusal in <= 1 s;
+ * - the curve of every algorithm on examples/resnet101-b16-500.json, with the
+ *   default points and with 1000000 points: <= 60 s (or a refusal). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "remat/remat.h"
+
+#include "bench_chain.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static const char *verdict(remat_status st, double secs, double limit, double refuse_limit) {
+    if (st == REMAT_OK) return secs <= limit ? "met" : "MISSED";
+    if (st == REMAT_E_TOO_LARGE) return secs <= refuse_limit ? "met (refused)" : "MISSED (slow refusal)";
+    return "error";
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    FILE *la = fopen("/proc/loadavg", "r");
+    char load[64] = "?";
+    if (la && fgets(load, sizeof load, la)) load[strcspn(load, "\n")] = '\0';
+    if (la) fclose(la);
+    printf("Load average before: %s\n\n", load);
+    printf("| what | status | seconds | target | verdict |\n| --- | --- | --- | --- | --- |\n");
+
+    remat_chain *c = random_chain(4999, 5000);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    uint64_t mm = 0;
+    remat_error e;
+    double t0 = now();
+    remat_status st = remat_min_memory(c, &o, &mm, &e);
+    double t = now() - t0;
+    printf("| smallest memory (remat info), random 5000 stages | %s | %.2f | <= 2 s | %s |\n",
+           remat_status_name(st), t, verdict(st, t, 2, 2));
+    remat_chain_free(c);
+
+    c = random_chain(1999, 2000);
+    uint64_t peak = 0;
+    remat_store_all_cost(c, &peak, NULL, NULL);
+    o.memory = peak / 2;
+    remat_schedule *s = NULL;
+    t0 = now();
+    st = remat_solve(c, &o, &s, &e);
+    t = now() - t0;
+    printf("| solve, random 2000 stages, S = 500, half the peak | %s | %.2f | <= 30 s or refused in <= 1 s | %s |\n",
+           remat_status_name(st), t, verdict(st, t, 30, 1));
+    if (st == REMAT_E_TOO_LARGE) printf("|   (%s) | | | | |\n", e.message);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+
+    c = NULL;
+    if (remat_chain_load("examples/resnet101-b16-500.json", &c, &e) != REMAT_OK) {
+        fprintf(stderr, "bench_bounded: %s\n", e.message);
+        return 1;
+    }
+    for (int a = 0; a < REMAT_ALG_COUNT_; a++) {
+        if (quick && (a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY)) continue;
+        size_t points[2] = {0, 1000000};
+        for (int k = 0; k < 2; k++) {
+            remat_solve_options_init(&o);
+            o.algorithm = (remat_algorithm)a;
+            o.bandwidth = 12e9 * 1e-3; /* 12 GB/s in bytes per ms */
+            remat_curve *cv = NULL;
+            t0 = now();
+            st = remat_curve_compute(c, &o, points[k], &cv, &e);
+            t = now() - t0;
+            printf("| curve %s, resnet101-b16-500, points %s | %s | %.2f | <= 60 s | %s |\n",
+                   remat_algorithm_name(o.algorithm), k ? "1000000" : "default",
+                   st == REMAT_OK ? "ok" : remat_status_name(st), t, verdict(st, t, 60, 60));
+            if (st == REMAT_OK) printf("|   (%zu points) | | | | |\n", cv->n);
+            remat_curve_free(cv);
+        }
+    }
+    remat_chain_free(c);
+    la = fopen("/proc/loadavg", "r");
+    if (la && fgets(load, sizeof load, la)) load[strcspn(load, "\n")] = '\0';
+    if (la) fclose(la);
+    printf("\nLoad average after: %s\n", load);
+    return 0;
+}
