@@ -89,7 +89,8 @@ class PlotApiTest(unittest.TestCase):
             # table), within range / (4 K) for the others (docs/bounded.md; K = 50)
             m = remat.min_memory(self.chain, alg)
             self.assertGreaterEqual(x, m, alg)
-            self.assertLessEqual(x - m, 0 if alg == "optimal" else (peak - m) / 200 + 1, alg)
+            rng = peak - self.chain.input_bytes  # the bisection range, from the input up
+            self.assertLessEqual(x - m, 0 if alg == "optimal" else rng / 200 + 1, alg)
             self.assertEqual(marker.get_color(), line.get_color())
             # every line starts at its minimum and runs on to the store-all peak
             xs, ys = line.get_data()
