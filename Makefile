@@ -137,6 +137,8 @@ check: test lint test-installed asan tsan fuzz-smoke
 
 bench: all $(BENCH_BIN)
 	sh bench/run_bench.sh $(BUILD)
+	@echo; echo "## json_memory (peak RSS of reading documents)"; echo
+	$(PYTHON) bench/json_memory.py --remat $(BUILD)/remat
 
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img,
 # and the pictures of `remat plot` the docs show (run from the build tree).

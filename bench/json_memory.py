@@ -72,7 +72,7 @@ def documents(folder):
     patho = write(folder, "numbers.json", chain_doc([MIN_STAGE], '"trace": %s, ' % zeros))
     small = "[" + ",".join(["0"] * 780000) + "]"
     patho_small = write(folder, "numbers-small.json", chain_doc([MIN_STAGE], '"trace": %s, ' % small))
-    solve = ["solve", None, "-a", "store-all", "--memory", "1TiB", "-o", "/dev/null"]
+    solve = ["solve", None, "-a", "store-all", "--memory", "8000T", "-o", "/dev/null"]
     return [
         ("chain, 90000 stages with profiler fields", real, [a or real for a in solve]),
         ("chain, 100000 minimal stages", minimal, [a or minimal for a in solve]),

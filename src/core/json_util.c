@@ -178,7 +178,7 @@ static remat_status nul_found(const cJSON *root, const char *text, const census 
     if (hunt(root, &h, 0) && !h.key)
         return remat__fail(err, REMAT_E_INPUT, "%s: %s: contains a NUL character (\\u0000)", src,
                            h.path);
-    char what[200];
+    char what[sizeof h.path + 64];
     snprintf(what, sizeof what, "a %s%s%s contains a NUL character (\\u0000)",
              h.key ? "key" : "string", h.path[0] ? " in " : "", h.path);
     return at(text, c->nul_pos, src, what, err);
