@@ -354,6 +354,7 @@ static void census_counts_cjson_nodes(void) {
         "{\"s\": \"a, b: [c] {d}\", \"t\": \"q\\\"uote, [x]: \\\\\", \"u\": [\"\\\\\", \":\"]}",
         " [ -1.5e+3 , 2 ,3,\"x\" ] ",
         "{\"k\\u0041\": \"\\u00e9\\ud83d\\ude00\", \"n\": [1,2,{\"m\":[3]}]}",
+        "\xEF\xBB\xBF{\"bom\": 1}", /* a byte order mark, which cJSON skips */
     };
     for (size_t k = 0; k < sizeof docs / sizeof docs[0]; k++) {
         size_t values = 0;

@@ -44,7 +44,9 @@ static void take_census(const char *text, size_t len, census *c) {
     int in_scalar = 0;
     memset(c, 0, sizeof *c);
     c->deep_pos = SIZE_MAX;
-    for (size_t p = 0; p < len; p++) {
+    /* cJSON skips a UTF-8 byte order mark (when 5 bytes or more follow) */
+    size_t start = len > 4 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    for (size_t p = start; p < len; p++) {
         unsigned char ch = (unsigned char)text[p];
         int scalar = 0;
         if (ch == '"') {
