@@ -19,13 +19,15 @@ LAYER_OPS = ["aten::convolution", "aten::batch_norm", "aten::relu", "aten::add",
 
 def real_stage(rng, i):
     """A stage as a profiler would write it, with fields remat ignores."""
-    shape = [16, rng.choice([64, 128, 256, 512]), rng.choice([28, 56, 125]), rng.choice([28, 56, 125])]
+    side = [28, 56, 125]
+    shape = [16, rng.choice([64, 128, 256, 512]), rng.choice(side), rng.choice(side)]
     out = 4 * shape[0] * shape[1] * shape[2] * shape[3]
     return ('{"name": "layer%d.%d.conv%d", "fwd_time": %r, "bwd_time": %r, "out_bytes": %d, '
             '"saved_bytes": %d, "grad_bytes": %d, "fwd_overhead": %d, "bwd_overhead": %d, '
             '"op": "%s", "shape": [%d, %d, %d, %d], "dtype": "float32"}'
             % (i // 1000, i % 1000, i % 3, rng.uniform(0.01, 2.0), rng.uniform(0.02, 4.0), out,
-               out * rng.choice([1, 2, 3]), out, rng.choice([0, 1 << 20]), rng.choice([0, 1 << 21]),
+               out * rng.choice([1, 2, 3]), out, rng.choice([0, 1 << 20]),
+               rng.choice([0, 1 << 21]),
                rng.choice(LAYER_OPS), *shape))
 
 
@@ -33,8 +35,8 @@ MIN_STAGE = '{"fwd_time": 1, "bwd_time": 1, "out_bytes": 1, "saved_bytes": 1}'
 
 
 def chain_doc(stages, extra=""):
-    return ('{"format": "remat-chain-1", "name": "bench", "input_bytes": 1000, %s"stages": [\n%s\n]}\n'
-            % (extra, ",\n".join(stages)))
+    return ('{"format": "remat-chain-1", "name": "bench", "input_bytes": 1000, %s'
+            '"stages": [\n%s\n]}\n' % (extra, ",\n".join(stages)))
 
 
 def quadratic_ops(n):
@@ -51,7 +53,8 @@ def quadratic_ops(n):
 def schedule_doc(n):
     ops = ['"%s"' % op for op in quadratic_ops(n)]
     lines = [", ".join(ops[k:k + 8]) for k in range(0, len(ops), 8)]
-    return '{"format": "remat-schedule-1", "algorithm": "bench", "ops": [\n%s\n]}\n' % ",\n".join(lines)
+    return ('{"format": "remat-schedule-1", "algorithm": "bench", "ops": [\n%s\n]}\n'
+            % ",\n".join(lines))
 
 
 def write(folder, name, text):
@@ -71,7 +74,8 @@ def documents(folder):
     zeros = "[" + ",".join(["0"] * 25000000) + "]"
     patho = write(folder, "numbers.json", chain_doc([MIN_STAGE], '"trace": %s, ' % zeros))
     small = "[" + ",".join(["0"] * 780000) + "]"
-    patho_small = write(folder, "numbers-small.json", chain_doc([MIN_STAGE], '"trace": %s, ' % small))
+    patho_small = write(folder, "numbers-small.json",
+                        chain_doc([MIN_STAGE], '"trace": %s, ' % small))
     solve = ["solve", None, "-a", "store-all", "--memory", "8000T", "-o", "/dev/null"]
     return [
         ("chain, 90000 stages with profiler fields", real, [a or real for a in solve]),
@@ -99,8 +103,8 @@ def main():
     print("load average before: %s" % " ".join(load))
     with tempfile.TemporaryDirectory() as folder:
         docs = documents(folder)
-        head = "| document | MB |" + "".join(" %s: peak MiB | per byte | exit |" % os.path.relpath(r)
-                                        for r in opt.remat)
+        head = "| document | MB |" + "".join(
+            " %s: peak MiB | per byte | exit |" % os.path.relpath(r) for r in opt.remat)
         print(head)
         print("|" + " --- |" * (2 + 3 * len(opt.remat)))
         for label, path, args in docs:
@@ -115,7 +119,8 @@ def main():
             for r in opt.remat:
                 med = statistics.median(runs[r]) * 1024
                 spread = (max(runs[r]) - min(runs[r])) / 1024
-                cells += " %.0f (±%.0f) | %.1f | %d |" % (med / 2**20, spread / 2, med / size, codes[r])
+                cells += " %.0f (±%.0f) | %.1f | %d |" % (med / 2**20, spread / 2, med / size,
+                                                          codes[r])
             print("| %s | %.1f |%s" % (label, size / 1e6, cells))
             sys.stdout.flush()
     with open("/proc/loadavg") as f:
