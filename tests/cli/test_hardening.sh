@@ -75,7 +75,7 @@ run 0 "a chain from a pipe" sh -c "cat \"$D/tiny.json\" | exec \"$REMAT\" info /
 
 run 0 "simulate reads its CHAIN from a pipe" sh -c "cat \"$D/tiny.json\" | exec \"$REMAT\" simulate /dev/stdin \"$D/storeall.sched.json\""
 
-# ---- the same scanner for every document: trailing text, NUL, totals ----
+# ---- the same reader for every document: trailing text, NUL, totals ----
 printf '{"format": "remat-join-1", "branches": [2], "fwd_time": 1, "bwd_time": 1, "turn_time": 1, "slots": 5} x' >"$T/trail.json"
 run 2 "join: text after the document" "$REMAT" join "$T/trail.json"
 err_line "join trailing text: one line with its position" 'trail\.json: line 1, column [0-9]+: text after the end'
