@@ -3,6 +3,7 @@
  * it is built and checks what cJSON leaves to the caller. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -226,10 +227,17 @@ remat_status remat__json_parse(remat__jdoc *d, const char *text, size_t len, con
     uint64_t limit = (uint64_t)len * REMAT__JSON_TREE_FACTOR;
     if (limit < REMAT__JSON_TREE_FLOOR) limit = REMAT__JSON_TREE_FLOOR;
     if (c.tree_bytes > limit) return too_large(&c, len, limit, src, err);
+    /* cJSON stores its error position in a global on every parse (we read
+     * ours from `end`): one parse at a time, so that loads in several threads
+     * do not race there. errno is per thread. */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     const char *end = NULL;
+    pthread_mutex_lock(&lock);
     errno = 0;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) return parse_failure(text, len, end, errno == ENOMEM, &c, src, err);
+    int oom = !root && errno == ENOMEM;
+    pthread_mutex_unlock(&lock);
+    if (!root) return parse_failure(text, len, end, oom, &c, src, err);
     remat_status s = check_document(root, text, len, (size_t)(end - text), &c, src, format, err);
     if (s != REMAT_OK) {
         cJSON_Delete(root);
