@@ -138,6 +138,8 @@ check: test lint test-installed asan tsan fuzz-smoke
 # ROTOR=DIR adds the comparison with rotor's own DP (built outside, BENCHMARKS.md).
 bench: all $(BENCH_BIN)
 	ROTOR="$(ROTOR)" PYTHON="$(PYTHON)" sh bench/run_bench.sh $(BUILD)
+	@echo; echo "## json_memory (peak RSS of reading documents)"; echo
+	$(PYTHON) bench/json_memory.py --remat $(BUILD)/remat
 
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img,
 # and the pictures of `remat plot` the docs show (run from the build tree).

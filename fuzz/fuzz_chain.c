@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/core/json_util.h" /* the census behind the readers' memory bound */
 #include "fuzz_common.h"
 
 static int same_chain(const remat_chain *a, const remat_chain *b) {
@@ -35,8 +36,34 @@ static void fuzz_size(const uint8_t *data, size_t size) {
         check_error(st, &e);
 }
 
+static size_t tree_nodes(const cJSON *v) {
+    size_t n = 1;
+    for (const cJSON *m = v->child; m; m = m->next) n += tree_nodes(m);
+    return n;
+}
+
+/* Whatever cJSON reads (with nothing but whitespace after it, as the
+ * readers require), the census counted exactly its nodes, so that the bound
+ * on the tree holds for the tree cJSON really builds. */
+static void fuzz_census(const uint8_t *data, size_t size) {
+    const char *text = (const char *)data, *end = NULL;
+    cJSON *t = cJSON_ParseWithLengthOpts(text, size, &end, 0);
+    if (!t) return;
+    size_t rest = (size_t)(end - text);
+    while (rest < size && text[rest] && strchr(" \t\r\n", text[rest])) rest++;
+    if (rest < size) {
+        cJSON_Delete(t);
+        return;
+    }
+    size_t values = 0;
+    (void)remat__json_tree_bytes((const char *)data, size, &values);
+    CHECK(values == tree_nodes(t));
+    cJSON_Delete(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_size(data, size);
+    fuzz_census(data, size);
 
     remat_chain *c = NULL;
     remat_error e;

@@ -190,7 +190,7 @@ static void reads_stop_at_the_cap(void) {
     /* A loader over a device stops the same way. */
     remat_chain *c = NULL;
     ASSERT_STATUS(remat_chain_load("/dev/zero", &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "more than the limit of 256 MiB");
+    ASSERT_CONTAINS(e.message, "more than the limit of 128 MiB");
     remat_join_problem jp;
     ASSERT_STATUS(remat_join_problem_load("/dev/zero", &jp, &e), REMAT_E_INPUT);
     ASSERT_STATUS(remat_join_problem_load("/", &jp, &e), REMAT_E_IO);

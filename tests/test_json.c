@@ -315,7 +315,7 @@ static void chain_limits(void) {
     ASSERT_STATUS(remat_chain_from_json("{}", REMAT__JSON_MAX_BYTES + 1, "big.json", &c, &e),
                   REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "big.json: ");
-    ASSERT_CONTAINS(e.message, "more than the limit of 256 MiB");
+    ASSERT_CONTAINS(e.message, "more than the limit of 128 MiB");
     char path[64];
     temp_path(path, sizeof path);
     int ok = truncate(path, (off_t)REMAT__JSON_MAX_BYTES + 1) == 0; /* sparse: no disk used */
@@ -324,7 +324,7 @@ static void chain_limits(void) {
     ASSERT_TRUE(ok);
     ASSERT_STATUS(s, REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, path);
-    ASSERT_CONTAINS(e.message, "more than the limit of 256 MiB");
+    ASSERT_CONTAINS(e.message, "more than the limit of 128 MiB");
 
     ASSERT_STATUS(remat_chain_from_json(NULL, 0, NULL, &c, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "<string>");
@@ -332,6 +332,188 @@ static void chain_limits(void) {
     /* the length is honoured: a prefix of a valid document is malformed */
     ASSERT_STATUS(remat_chain_from_json(tiny, 20, NULL, &c, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "<string>: line 1");
+}
+
+/* ------------------------------------------------------------ cJSON and its bounds */
+
+static size_t tree_nodes(const cJSON *v) {
+    size_t n = 1;
+    for (const cJSON *m = v->child; m; m = m->next) n += tree_nodes(m);
+    return n;
+}
+
+/* The census counts exactly the nodes cJSON allocates: the bound is on the
+ * real tree, not on a guess. */
+static void census_counts_cjson_nodes(void) {
+    const char *docs[] = {
+        tiny,
+        "{}",
+        "[]",
+        "0",
+        "{\"a\": [[], {}, [[]], {\"b\": {}}], \"c\": null, \"d\": true, \"e\": false}",
+        "{\"s\": \"a, b: [c] {d}\", \"t\": \"q\\\"uote, [x]: \\\\\", \"u\": [\"\\\\\", \":\"]}",
+        " [ -1.5e+3 , 2 ,3,\"x\" ] ",
+        "{\"k\\u0041\": \"\\u00e9\\ud83d\\ude00\", \"n\": [1,2,{\"m\":[3]}]}",
+        "\xEF\xBB\xBF{\"bom\": 1}", /* a byte order mark, which cJSON skips */
+    };
+    for (size_t k = 0; k < sizeof docs / sizeof docs[0]; k++) {
+        size_t values = 0;
+        uint64_t bytes = remat__json_tree_bytes(docs[k], strlen(docs[k]), &values);
+        cJSON *t = cJSON_ParseWithLength(docs[k], strlen(docs[k]));
+        if (!t) TEST_FAIL_("doc %zu: not JSON", k);
+        size_t nodes = tree_nodes(t);
+        cJSON_Delete(t);
+        if (values != nodes) TEST_FAIL_("doc %zu: census %zu values, cJSON %zu nodes", k, values, nodes);
+        ASSERT_TRUE(bytes >= values * sizeof(cJSON));
+    }
+    const char *files[] = {"examples/tiny.json", "examples/resnet1001-like.json",
+                           "tests/cli/data/storeall.sched.json", "examples/join/toy.json"};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char *text = NULL;
+        size_t len = 0, values = 0;
+        ASSERT_STATUS(remat_read_file(files[k], &text, &len, NULL), REMAT_OK);
+        (void)remat__json_tree_bytes(text, len, &values);
+        cJSON *t = cJSON_ParseWithLength(text, len);
+        ASSERT_TRUE(t != NULL);
+        size_t nodes = tree_nodes(t);
+        cJSON_Delete(t);
+        free(text);
+        if (values != nodes) TEST_FAIL_("%s: census %zu, cJSON %zu", files[k], values, nodes);
+    }
+}
+
+/* "{... "x": [0,0,...,0], stages: [LOSS]}" with n zeros. */
+static char *zeros_doc(size_t n, size_t *len) {
+    const char *head = "{\"format\": \"remat-chain-1\", \"input_bytes\": 1, \"x\": [";
+    const char *tail = "], \"stages\": [" LOSS "]}";
+    size_t cap = strlen(head) + 2 * n + strlen(tail) + 1;
+    char *t = malloc(cap);
+    if (!t) return NULL;
+    char *p = t + sprintf(t, "%s", head);
+    for (size_t k = 0; k < n; k++) {
+        *p++ = '0';
+        *p++ = ',';
+    }
+    p -= n > 0;
+    p += sprintf(p, "%s", tail);
+    *len = (size_t)(p - t);
+    return t;
+}
+
+/* A tree larger than max(64 MiB, 16 x the text) is refused before cJSON
+ * builds it; below the floor, any document is read. */
+static void tree_bound(void) {
+    remat_chain *c = NULL;
+    remat_error e;
+    size_t len;
+    /* 700000 zeros: 1.4 MB of text, a 56 MB tree (40 bytes per byte), under the floor */
+    char *t = zeros_doc(700000, &len);
+    ASSERT_TRUE(t != NULL);
+    size_t values = 0;
+    uint64_t est = remat__json_tree_bytes(t, len, &values);
+    ASSERT_TRUE(est < REMAT__JSON_TREE_FLOOR && est > (uint64_t)len * REMAT__JSON_TREE_FACTOR);
+    remat_status s = remat_chain_from_json(t, len, "z.json", &c, &e);
+    free(t);
+    ASSERT_STATUS(s, REMAT_OK);
+    remat_chain_free(c);
+    /* 2500000 zeros: 5 MB of text, a 200 MB tree: refused, naming the limit */
+    t = zeros_doc(2500000, &len);
+    ASSERT_TRUE(t != NULL);
+    est = remat__json_tree_bytes(t, len, &values);
+    ASSERT_TRUE(est > (uint64_t)len * REMAT__JSON_TREE_FACTOR && est > REMAT__JSON_TREE_FLOOR);
+    s = remat_chain_from_json(t, len, "z.json", &c, &e);
+    free(t);
+    ASSERT_STATUS(s, REMAT_E_INPUT);
+    ASSERT_TRUE(c == NULL);
+    ASSERT_CONTAINS(e.message, "z.json: 2500010 values in 5000");
+    ASSERT_CONTAINS(e.message, "would take about 190 MiB to read, more than the limit of 76 MiB "
+                               "(16 times the document's size, at least 64 MiB)");
+    ASSERT_TRUE(strchr(e.message, '\n') == NULL);
+    /* the same bound for schedules and join documents */
+    remat_schedule *sc = NULL;
+    const char *sched = "{\"format\": \"remat-schedule-1\", \"x\": [";
+    t = malloc(strlen(sched) + 2 * 2500000 + 16);
+    ASSERT_TRUE(t != NULL);
+    char *p = t + sprintf(t, "%s", sched);
+    for (size_t k = 0; k < 2500000; k++) p += sprintf(p, "0,");
+    sprintf(p - 1, "], \"ops\": []}");
+    s = remat_schedule_from_json(t, strlen(t), "s.json", &sc, &e);
+    remat_join_problem jp;
+    remat_status s2 = remat_join_problem_from_json(t, strlen(t), "j.json", &jp, &e);
+    free(t);
+    ASSERT_STATUS(s, REMAT_E_INPUT);
+    ASSERT_STATUS(s2, REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "j.json: 2500004 values in");
+}
+
+/* cJSON would cut a string at a NUL: any string or key holding one, raw or
+ * written \u0000, is refused, named by its path. */
+static void nul_anywhere(void) {
+    static const bad_case cases[] = {
+        {HEAD "{\"name\": \"a\\u0000b\", \"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, \"saved_bytes\": 1}]}",
+         "t.json: stages[0].name: contains a NUL character (\\u0000)"},
+        {"{\"format\": \"remat-chain-1\", \"name\": \"\\u0000\", \"input_bytes\": 1, \"stages\": [" LOSS "]}",
+         "t.json: name: contains a NUL character"},
+        {"{\"format\": \"remat-chain-1\\u0000x\", \"input_bytes\": 1, \"stages\": [" LOSS "]}",
+         "t.json: format: contains a NUL character"},
+        {"{\"format\": \"remat-chain-1\", \"x\": {\"y\": [1, \"\\u0000\"]}, \"input_bytes\": 1, \"stages\": [" LOSS "]}",
+         "t.json: x.y[1]: contains a NUL character"},
+        {"{\"format\": \"remat-chain-1\", \"k\\u0000\": 1, \"input_bytes\": 1, \"stages\": [" LOSS "]}",
+         "t.json: line 1, column 29: a key contains a NUL character (\\u0000)"},
+        {HEAD ST("") ", {\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, \"saved_bytes\": 1, \"\\u0000\": 0}]}",
+         "a key in stages[1] contains a NUL character"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        remat_chain *c = (remat_chain *)1;
+        remat_error e;
+        ASSERT_STATUS(chain_text(cases[k].text, &c, &e), REMAT_E_INPUT);
+        ASSERT_TRUE(c == NULL);
+        if (!strstr(e.message, cases[k].needle))
+            TEST_FAIL_("case %zu: \"%s\" lacks \"%s\"", k, e.message, cases[k].needle);
+    }
+    /* a raw NUL byte inside a string, which cJSON copies as it is */
+    const char raw[] = "{\"format\": \"remat-chain-1\", \"name\": \"a\0b\", \"input_bytes\": 1, "
+                       "\"stages\": [" LOSS "]}";
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_from_json(raw, sizeof raw - 1, "t.json", &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "t.json: name: contains a NUL character");
+    /* an escaped backslash before u0000 is not a NUL */
+    const char *ok = "{\"format\": \"remat-chain-1\", \"name\": \"a\\\\u0000\", \"input_bytes\": 1, "
+                     "\"stages\": [" LOSS "]}";
+    ASSERT_STATUS(chain_text(ok, &c, &e), REMAT_OK);
+    ASSERT_TRUE(strcmp(c->name, "a\\u0000") == 0);
+    remat_chain_free(c);
+    /* schedules: an op string */
+    remat_schedule *s = NULL;
+    const char *sched = "{\"format\": \"remat-schedule-1\", \"ops\": [\"Fn 1\", \"Fall 1\\u0000junk\"]}";
+    ASSERT_STATUS(remat_schedule_from_json(sched, strlen(sched), "s.json", &s, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "s.json: ops[1]: contains a NUL character");
+}
+
+/* cJSON's nesting limit, 1000 arrays and objects, the top-level object
+ * included; past it the message says so. */
+static void nesting_limit(void) {
+    for (size_t inner = REMAT__JSON_MAX_DEPTH - 1; inner <= REMAT__JSON_MAX_DEPTH; inner++) {
+        char *deep = malloc(2 * inner + 256);
+        ASSERT_TRUE(deep != NULL);
+        char *p = deep + sprintf(deep, "{\"format\": \"remat-chain-1\", \"x\": ");
+        memset(p, '[', inner);
+        memset(p + inner, ']', inner);
+        sprintf(p + 2 * inner, ", \"input_bytes\": 1, \"stages\": [" LOSS "]}");
+        remat_chain *c = NULL;
+        remat_error e;
+        remat_status s = chain_text(deep, &c, &e);
+        free(deep);
+        if (inner < REMAT__JSON_MAX_DEPTH) {
+            ASSERT_STATUS(s, REMAT_OK);
+            remat_chain_free(c);
+        } else {
+            ASSERT_STATUS(s, REMAT_E_INPUT);
+            ASSERT_CONTAINS(e.message, "t.json: line 1, column 1033: arrays and objects nested "
+                                       "more than 1000 deep");
+        }
+    }
 }
 
 /* ------------------------------------------------------------ schedules */
@@ -533,6 +715,10 @@ static const test_case cases[] = {
     {"chain_save_and_load", chain_save_and_load},
     {"chain_bad_inputs", chain_bad_inputs},
     {"chain_limits", chain_limits},
+    {"census_counts_cjson_nodes", census_counts_cjson_nodes},
+    {"tree_bound", tree_bound},
+    {"nul_anywhere", nul_anywhere},
+    {"nesting_limit", nesting_limit},
     {"schedule_round_trip", schedule_round_trip},
     {"schedule_defaults_and_empty", schedule_defaults_and_empty},
     {"schedule_bad_inputs", schedule_bad_inputs},

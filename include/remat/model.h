@@ -53,7 +53,9 @@ REMAT_API remat_status remat_chain_create(const char *name, uint64_t input_bytes
                                           size_t n, remat_chain **out, remat_error *err);
 
 /* Parses a "remat-chain-1" document. `source` names it in messages (a path or
- * "<string>"). *out owns a new chain on success, NULL on failure. */
+ * "<string>"). *out owns a new chain on success, NULL on failure:
+ * REMAT_E_INPUT for a bad document (docs/formats.md), REMAT_E_NOMEM when
+ * memory runs out while parsing, REMAT_E_IO when the file cannot be read. */
 REMAT_API remat_status remat_chain_from_json(const char *text, size_t len, const char *source,
                                              remat_chain **out, remat_error *err);
 REMAT_API remat_status remat_chain_load(const char *path, remat_chain **out, remat_error *err);

@@ -82,8 +82,10 @@ REMAT_API void remat_free(void *p);
  * through remat_write_file(); front-ends (the CLI, the Python binding) use
  * them too, so every document is read and written the same way. */
 
-/* No document may be larger than this. */
-#define REMAT_MAX_DOCUMENT_BYTES ((size_t)256 << 20)
+/* No document may be larger than this. With the readers' bound on the
+ * parse tree (16 times the text, at least 64 MiB; docs/formats.md), loading
+ * a document never takes much more than 2.3 GiB. */
+#define REMAT_MAX_DOCUMENT_BYTES ((size_t)128 << 20)
 
 /* Reads the whole file into a new NUL-terminated buffer *out (free it with
  * remat_free()), *len bytes long (len may be NULL). Any kind of file works

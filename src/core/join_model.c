@@ -60,84 +60,79 @@ remat_status remat_join_problem_set(remat_join_problem *out, size_t k, const uin
                          err);
 }
 
-/* The number at js, an integer in [lo, hi]. */
-static remat_status json_uint(remat__js *js, uint64_t lo, uint64_t hi, const char *field,
-                              uint64_t *out) {
-    const char *src = js->src;
-    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_NUMBER, js->err, REMAT_E_INPUT,
+/* The number v, an integer in [lo, hi]. */
+static remat_status json_uint(const remat__jdoc *d, const cJSON *v, uint64_t lo, uint64_t hi,
+                              const char *field, uint64_t *out) {
+    const char *src = d->src;
+    REMAT__RETURN_IF(!cJSON_IsNumber(v), d->err, REMAT_E_INPUT,
                      "%s: field \"%s\": must be a number", src, field);
-    double d;
-    REMAT__FORWARD(remat__js_number(js, "", field, &d));
-    REMAT__RETURN_IF(d != floor(d), js->err, REMAT_E_INPUT,
-                     "%s: field \"%s\": must be an integer (got %g)", src, field, d);
-    REMAT__RETURN_IF(d < (double)lo || d > (double)hi, js->err, REMAT_E_INPUT,
+    double x = 0;
+    REMAT__FORWARD(remat__json_finite(d, v, "", field, &x));
+    REMAT__RETURN_IF(x != floor(x), d->err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be an integer (got %g)", src, field, x);
+    REMAT__RETURN_IF(x < (double)lo || x > (double)hi, d->err, REMAT_E_INPUT,
                      "%s: field \"%s\": must be %llu to %llu (got %g)", src, field,
-                     (unsigned long long)lo, (unsigned long long)hi, d);
-    *out = (uint64_t)d;
+                     (unsigned long long)lo, (unsigned long long)hi, x);
+    *out = (uint64_t)x;
     return REMAT_OK;
 }
 
-static remat_status json_time(remat__js *js, const char *field, double *out) {
-    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_NUMBER, js->err, REMAT_E_INPUT,
-                     "%s: field \"%s\": must be a number", js->src, field);
-    REMAT__FORWARD(remat__js_number(js, "", field, out));
-    return check_time(*out, js->src, field, js->err);
+static remat_status json_time(const remat__jdoc *d, const cJSON *v, const char *field,
+                              double *out) {
+    REMAT__RETURN_IF(!cJSON_IsNumber(v), d->err, REMAT_E_INPUT,
+                     "%s: field \"%s\": must be a number", d->src, field);
+    REMAT__FORWARD(remat__json_finite(d, v, "", field, out));
+    return check_time(*out, d->src, field, d->err);
 }
 
-/* The branches array at js (count elements, from remat__js_open). */
-static remat_status read_branches(remat__js *js, size_t count, uint32_t *lengths) {
-    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_ARRAY, js->err, REMAT_E_INPUT,
-                     "%s: field \"branches\": must be an array of lengths", js->src);
-    REMAT__RETURN_IF(count < 1 || count > REMAT_JOIN_MAX_BRANCHES, js->err, REMAT_E_INPUT,
-                     "%s: field \"branches\": needs 1 to %u branches (got %zu)", js->src,
-                     REMAT_JOIN_MAX_BRANCHES, count);
+/* The branches array v into lengths (*count of them). */
+static remat_status read_branches(const remat__jdoc *d, const cJSON *v, uint32_t *lengths,
+                                  size_t *count) {
+    REMAT__RETURN_IF(!cJSON_IsArray(v), d->err, REMAT_E_INPUT,
+                     "%s: field \"branches\": must be an array of lengths", d->src);
+    size_t k = remat__json_count(v);
+    REMAT__RETURN_IF(k < 1 || k > REMAT_JOIN_MAX_BRANCHES, d->err, REMAT_E_INPUT,
+                     "%s: field \"branches\": needs 1 to %u branches (got %zu)", d->src,
+                     REMAT_JOIN_MAX_BRANCHES, k);
     char field[48];
-    remat__js_begin(js);
-    for (size_t j = 0; remat__js_array_next(js, j); j++) {
-        uint64_t v;
+    size_t j = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, v) {
+        uint64_t x;
         snprintf(field, sizeof field, "branches[%zu]", j);
-        REMAT__FORWARD(json_uint(js, 1, REMAT_JOIN_MAX_LENGTH, field, &v));
-        lengths[j] = (uint32_t)v;
+        REMAT__FORWARD(json_uint(d, b, 1, REMAT_JOIN_MAX_LENGTH, field, &x));
+        lengths[j++] = (uint32_t)x;
     }
+    *count = k;
     return REMAT_OK;
-}
-
-/* Index of key in keys[n], or -1; a key already seen counts as unknown (the
- * first occurrence counts). */
-static int member(const char *const *keys, int n, const char *key, unsigned *seen) {
-    for (int k = 0; k < n; k++)
-        if (strcmp(keys[k], key) == 0) {
-            if (*seen & (1u << k)) return -1;
-            *seen |= 1u << k;
-            return k;
-        }
-    return -1;
 }
 
 enum { P_BRANCHES, P_FWD, P_BWD, P_TURN, P_SLOTS, P_COUNT };
 static const char *const problem_keys[P_COUNT] = {"branches", "fwd_time", "bwd_time",
                                                   "turn_time", "slots"};
 
-static remat_status problem_from_doc(remat__js *js, size_t count, remat_join_problem *out) {
+static remat_status problem_from_doc(remat__jdoc *d, remat_join_problem *out) {
     uint32_t lengths[REMAT_JOIN_MAX_BRANCHES];
     double t[3] = {0, 0, 0};
     uint64_t slots = 0;
+    size_t count = 0;
     unsigned seen = 0;
-    char key[32];
     remat_status st = REMAT_OK;
-    remat__js_begin(js);
-    for (size_t m = 0; st == REMAT_OK && remat__js_object_next(js, m, key, sizeof key, &st); m++) {
-        int f = member(problem_keys, P_COUNT, key, &seen);
-        if (f == P_BRANCHES) st = read_branches(js, count, lengths);
-        else if (f >= P_FWD && f <= P_TURN) st = json_time(js, key, &t[f - P_FWD]);
-        else if (f == P_SLOTS) st = json_uint(js, 1, ((uint64_t)1 << 53) - 1, key, &slots);
-        else remat__js_skip(js);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, d->root) {
+        const char *key = m->string;
+        int f = remat__json_member(problem_keys, P_COUNT, key, &seen);
+        if (f == P_BRANCHES) st = read_branches(d, m, lengths, &count);
+        else if (f >= P_FWD && f <= P_TURN) st = json_time(d, m, key, &t[f - P_FWD]);
+        else if (f == P_SLOTS) st = json_uint(d, m, 1, ((uint64_t)1 << 53) - 1, key, &slots);
+        if (st != REMAT_OK) break;
     }
+    remat__jdoc_free(d);
     REMAT__FORWARD(st);
     for (int f = 0; f < P_SLOTS; f++)
-        REMAT__RETURN_IF(!(seen & (1u << f)), js->err, REMAT_E_INPUT,
-                         "%s: field \"%s\" is missing", js->src, problem_keys[f]);
-    return problem_check(out, count, lengths, t[0], t[1], t[2], slots, js->src, js->err);
+        REMAT__RETURN_IF(!(seen & (1u << f)), d->err, REMAT_E_INPUT,
+                         "%s: field \"%s\" is missing", d->src, problem_keys[f]);
+    return problem_check(out, count, lengths, t[0], t[1], t[2], slots, d->src, d->err);
 }
 
 remat_status remat_join_problem_from_json(const char *text, size_t len, const char *source,
@@ -145,25 +140,21 @@ remat_status remat_join_problem_from_json(const char *text, size_t len, const ch
     remat__clear(err);
     const char *src = source ? source : "<string>";
     REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
-    remat__js js;
-    size_t count = 0;
-    REMAT__FORWARD(remat__js_open(&js, text, len, src, JOIN_FORMAT, "branches", &count, err));
-    return problem_from_doc(&js, count, out);
+    remat__jdoc d;
+    REMAT__FORWARD(remat__json_parse(&d, text, len, src, JOIN_FORMAT, err));
+    return problem_from_doc(&d, out);
 }
 
 remat_status remat_join_problem_load(const char *path, remat_join_problem *out, remat_error *err) {
-    char *text = NULL;
-    size_t len = 0;
     remat__clear(err);
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_problem_load: NULL argument");
-    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
-    remat_status s = remat_join_problem_from_json(text, len, path, out, err);
-    free(text);
-    return s;
+    remat__jdoc d;
+    REMAT__FORWARD(remat__json_load(&d, path, JOIN_FORMAT, err));
+    return problem_from_doc(&d, out);
 }
 
 int remat_join_is_problem_json(const char *text, size_t len) {
-    return remat__js_has_format(text, len, JOIN_FORMAT);
+    return text && remat__json_has_format(text, len, JOIN_FORMAT);
 }
 
 remat_status remat_join_problem_to_json(const remat_join_problem *p, char **out,
@@ -272,27 +263,29 @@ remat_status remat_join_schedule_to_json(const remat_join_schedule *s, char **ou
     return remat__buf_finish(&b, out, err);
 }
 
-/* The ops array at js, count elements, into an exact table. */
-static remat_status read_join_ops(remat__js *js, size_t count, remat_join_schedule *s) {
-    REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_ARRAY, js->err, REMAT_E_INPUT,
-                     "%s: field \"ops\" is missing or not an array", js->src);
-    REMAT__RETURN_IF(count > REMAT_JOIN_MAX_OPS, js->err, REMAT_E_TOO_LARGE,
-                     "%s: field \"ops\": more than %zu ops", js->src, REMAT_JOIN_MAX_OPS);
+/* The ops array v into an exact table. */
+static remat_status read_join_ops(const remat__jdoc *d, const cJSON *v, remat_join_schedule *s) {
+    REMAT__RETURN_IF(!cJSON_IsArray(v), d->err, REMAT_E_INPUT,
+                     "%s: field \"ops\" is missing or not an array", d->src);
+    size_t count = remat__json_count(v);
+    REMAT__RETURN_IF(count > REMAT_JOIN_MAX_OPS, d->err, REMAT_E_TOO_LARGE,
+                     "%s: field \"ops\": more than %zu ops", d->src, REMAT_JOIN_MAX_OPS);
     s->ops = remat__calloc(count, sizeof *s->ops);
-    REMAT__RETURN_IF(!s->ops, js->err, REMAT_E_NOMEM, "%s: out of memory for %zu ops", js->src,
+    REMAT__RETURN_IF(!s->ops, d->err, REMAT_E_NOMEM, "%s: out of memory for %zu ops", d->src,
                      count);
     s->cap = count;
     char text[64], field[48];
-    remat__js_begin(js);
-    for (size_t i = 0; remat__js_array_next(js, i); i++) {
+    const cJSON *o;
+    cJSON_ArrayForEach(o, v) {
+        size_t i = s->n_ops;
         snprintf(field, sizeof field, "ops[%zu]", i);
-        REMAT__RETURN_IF(remat__js_peek(js) != REMAT__JS_STRING || i >= count, js->err,
-                         REMAT_E_INPUT, "%s: field \"%s\": must be a string", js->src, field);
-        REMAT__FORWARD(remat__js_string(js, "", field, text, sizeof text));
+        REMAT__RETURN_IF(!cJSON_IsString(o), d->err, REMAT_E_INPUT,
+                         "%s: field \"%s\": must be a string", d->src, field);
+        REMAT__FORWARD(remat__json_string(d, o, "", field, text, sizeof text));
         remat_error e;
         remat__clear(&e);
-        REMAT__RETURN_IF(remat_join_op_parse(text, &s->ops[i], &e) != REMAT_OK, js->err,
-                         REMAT_E_INPUT, "%s: field \"%s\": %s", js->src, field, e.message);
+        REMAT__RETURN_IF(remat_join_op_parse(text, &s->ops[i], &e) != REMAT_OK, d->err,
+                         REMAT_E_INPUT, "%s: field \"%s\": %s", d->src, field, e.message);
         s->n_ops = i + 1;
     }
     return REMAT_OK;
@@ -302,25 +295,41 @@ enum { S_ALGORITHM, S_SLOTS, S_PEAK, S_TIME, S_OPS, S_COUNT };
 static const char *const schedule_keys[S_COUNT] = {"algorithm", "slots", "peak_slots", "time",
                                                    "ops"};
 
-static remat_status schedule_from_doc(remat__js *js, size_t count, remat_join_schedule *s) {
+/* The fields of a parsed document into s; the tree is freed here. */
+static remat_status schedule_from_doc(remat__jdoc *d, remat_join_schedule *s) {
     const uint64_t max = ((uint64_t)1 << 53) - 1;
     unsigned seen = 0;
-    char key[32];
     remat_status st = REMAT_OK;
-    remat__js_begin(js);
-    for (size_t m = 0; st == REMAT_OK && remat__js_object_next(js, m, key, sizeof key, &st); m++) {
-        int f = member(schedule_keys, S_COUNT, key, &seen);
-        if (f == S_ALGORITHM && remat__js_peek(js) == REMAT__JS_STRING)
-            st = remat__js_string(js, "", key, s->algorithm, sizeof s->algorithm);
-        else if (f == S_SLOTS) st = json_uint(js, 0, max, key, &s->slots);
-        else if (f == S_PEAK) st = json_uint(js, 0, max, key, &s->peak_slots);
-        else if (f == S_TIME) st = json_time(js, key, &s->time);
-        else if (f == S_OPS) st = read_join_ops(js, count, s);
-        else remat__js_skip(js);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, d->root) {
+        const char *key = m->string;
+        int f = remat__json_member(schedule_keys, S_COUNT, key, &seen);
+        if (f == S_ALGORITHM && cJSON_IsString(m))
+            st = remat__json_string(d, m, "", key, s->algorithm, sizeof s->algorithm);
+        else if (f == S_SLOTS) st = json_uint(d, m, 0, max, key, &s->slots);
+        else if (f == S_PEAK) st = json_uint(d, m, 0, max, key, &s->peak_slots);
+        else if (f == S_TIME) st = json_time(d, m, key, &s->time);
+        else if (f == S_OPS) st = read_join_ops(d, m, s);
+        if (st != REMAT_OK) break;
     }
+    remat__jdoc_free(d);
     REMAT__FORWARD(st);
-    REMAT__RETURN_IF(!(seen & (1u << S_OPS)), js->err, REMAT_E_INPUT,
-                     "%s: field \"ops\" is missing or not an array", js->src);
+    REMAT__RETURN_IF(!(seen & (1u << S_OPS)), d->err, REMAT_E_INPUT,
+                     "%s: field \"ops\" is missing or not an array", d->src);
+    return REMAT_OK;
+}
+
+/* The schedule of a parsed document (consumed). */
+static remat_status join_schedule_of(remat__jdoc *d, remat_join_schedule **out) {
+    remat_join_schedule *s = calloc(1, sizeof *s);
+    remat_status st = s ? schedule_from_doc(d, s)
+                        : remat__fail(d->err, REMAT_E_NOMEM, "%s: out of memory", d->src);
+    remat__jdoc_free(d);
+    if (st != REMAT_OK) {
+        remat_join_schedule_free(s);
+        return st;
+    }
+    *out = s;
     return REMAT_OK;
 }
 
@@ -330,32 +339,19 @@ remat_status remat_join_schedule_from_json(const char *text, size_t len, const c
     const char *src = source ? source : "<string>";
     if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!text || !out, err, REMAT_E_INPUT, "%s: NULL argument", src);
-    remat__js js;
-    size_t count = 0;
-    REMAT__FORWARD(
-        remat__js_open(&js, text, len, src, JOIN_SCHEDULE_FORMAT, "ops", &count, err));
-    remat_join_schedule *s = calloc(1, sizeof *s);
-    remat_status st = s ? schedule_from_doc(&js, count, s)
-                        : remat__fail(err, REMAT_E_NOMEM, "%s: out of memory", src);
-    if (st != REMAT_OK) {
-        remat_join_schedule_free(s);
-        return st;
-    }
-    *out = s;
-    return REMAT_OK;
+    remat__jdoc d;
+    REMAT__FORWARD(remat__json_parse(&d, text, len, src, JOIN_SCHEDULE_FORMAT, err));
+    return join_schedule_of(&d, out);
 }
 
 remat_status remat_join_schedule_load(const char *path, remat_join_schedule **out,
                                       remat_error *err) {
-    char *text = NULL;
-    size_t len = 0;
     remat__clear(err);
     if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_join_schedule_load: NULL argument");
-    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
-    remat_status s = remat_join_schedule_from_json(text, len, path, out, err);
-    free(text);
-    return s;
+    remat__jdoc d;
+    REMAT__FORWARD(remat__json_load(&d, path, JOIN_SCHEDULE_FORMAT, err));
+    return join_schedule_of(&d, out);
 }
 
 /* ---- the simulator ---- */

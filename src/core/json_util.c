@@ -1,13 +1,91 @@
-/* The JSON scanner and the typed field readers (json_util.h). The grammar is
- * RFC 8259's; strings are decoded (escapes, surrogate pairs) only where a
- * reader asks for one, and a decoded NUL is refused. */
+/* Parsing with cJSON under a memory bound, and the typed field readers
+ * (json_util.h). cJSON checks the grammar; this file sizes its tree before
+ * it is built and checks what cJSON leaves to the caller. */
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "json_util.h"
 
-/* ---- positions and syntax errors ---- */
+/* ---- sizing the tree ---- */
+
+/* What one malloc(n) costs: rounded to 16 bytes, plus 16 of bookkeeping. */
+static uint64_t alloc_cost(uint64_t n) { return (n + 15) / 16 * 16 + 16; }
+
+/* One pass over the text that counts tokens outside strings; not a parser. */
+typedef struct census {
+    uint64_t tree_bytes;
+    size_t values;
+    size_t nul_string; /* ordinal (from 1) of the first string holding a NUL; 0 none */
+    size_t nul_pos;    /* where that string starts */
+    size_t deep_pos;   /* the first '[' or '{' nested deeper than the limit; SIZE_MAX none */
+} census;
+
+/* The string whose opening quote is at text[p]: returns the position of its
+ * closing quote (len when there is none); *nul when it holds a NUL, raw or
+ * written \u0000. */
+static size_t string_end(const char *text, size_t len, size_t p, int *nul) {
+    *nul = 0;
+    for (p++; p < len && text[p] != '"'; p++) {
+        if (text[p] == '\0') {
+            *nul = 1;
+        } else if (text[p] == '\\' && p + 1 < len) {
+            p++;
+            if (text[p] == 'u' && len - p > 4 && memcmp(text + p + 1, "0000", 4) == 0) *nul = 1;
+        }
+    }
+    return p;
+}
+
+static void take_census(const char *text, size_t len, census *c) {
+    size_t strings = 0, colons = 0, containers = 0, scalars = 0, depth = 0;
+    int in_scalar = 0;
+    memset(c, 0, sizeof *c);
+    c->deep_pos = SIZE_MAX;
+    /* cJSON skips a UTF-8 byte order mark (when 5 bytes or more follow) */
+    size_t start = len > 4 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    for (size_t p = start; p < len; p++) {
+        unsigned char ch = (unsigned char)text[p];
+        int scalar = 0;
+        if (ch == '"') {
+            int nul;
+            size_t end = string_end(text, len, p, &nul);
+            strings++;
+            c->tree_bytes += alloc_cost(end - p + 1); /* cJSON's copy, an upper bound */
+            if (nul && !c->nul_string) {
+                c->nul_string = strings;
+                c->nul_pos = p;
+            }
+            p = end;
+        } else if (ch == ':') {
+            colons++; /* one per key: a key is a string but not a value */
+        } else if (ch == '{' || ch == '[') {
+            containers++;
+            if (++depth > REMAT__JSON_MAX_DEPTH && c->deep_pos == SIZE_MAX) c->deep_pos = p;
+        } else if (ch == '}' || ch == ']') {
+            depth -= depth > 0;
+        } else if (ch > ' ' && ch != ',') { /* cJSON skips every byte <= ' ' */
+            scalars += !in_scalar;
+            scalar = 1;
+        }
+        in_scalar = scalar;
+    }
+    size_t v = containers + scalars + strings;
+    c->values = v > colons ? v - colons : 0;
+    c->tree_bytes += (uint64_t)c->values * alloc_cost(sizeof(cJSON));
+}
+
+uint64_t remat__json_tree_bytes(const char *text, size_t len, size_t *values) {
+    census c;
+    take_census(text, len, &c);
+    if (values) *values = c.values;
+    return c.tree_bytes;
+}
+
+/* ---- checks around cJSON ---- */
 
 static void locate(const char *text, size_t pos, size_t *line, size_t *col) {
     *line = 1;
@@ -22,441 +100,252 @@ static void locate(const char *text, size_t pos, size_t *line, size_t *col) {
     }
 }
 
-static remat_status syntax(remat__js *js, size_t pos, const char *what) {
+static remat_status at(const char *text, size_t pos, const char *src, const char *what,
+                       remat_error *err) {
     size_t line, col;
-    locate(js->text, pos, &line, &col);
-    return remat__fail(js->err, REMAT_E_INPUT, "%s: line %zu, column %zu: %s", js->src, line, col,
-                       what);
+    locate(text, pos, &line, &col);
+    return remat__fail(err, REMAT_E_INPUT, "%s: line %zu, column %zu: %s", src, line, col, what);
 }
 
-static int at(const remat__js *js, char c) { return js->pos < js->len && js->text[js->pos] == c; }
-
-static void ws(remat__js *js) {
-    while (js->pos < js->len) {
-        char c = js->text[js->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return;
-        js->pos++;
-    }
+static remat_status too_large(const census *c, size_t len, uint64_t limit, const char *src,
+                              remat_error *err) {
+    return remat__fail(err, REMAT_E_INPUT,
+                       "%s: %zu values in %zu bytes would take about %llu MiB to read, more than "
+                       "the limit of %llu MiB (%d times the document's size, at least %llu MiB)",
+                       src, c->values, len, (unsigned long long)(c->tree_bytes >> 20),
+                       (unsigned long long)(limit >> 20), REMAT__JSON_TREE_FACTOR,
+                       (unsigned long long)(REMAT__JSON_TREE_FLOOR >> 20));
 }
 
-static int hex4(const char *p, unsigned *out) {
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = p[k];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return 0;
-    }
-    *out = v;
-    return 1;
+/* cJSON returned NULL with its error position at end. malloc sets errno to
+ * ENOMEM when it fails, and cJSON gives up at once then: that is the one
+ * failure that is not about the text. */
+static remat_status parse_failure(const char *text, size_t len, const char *end, int oom,
+                                  const census *c, const char *src, remat_error *err) {
+    if (oom)
+        return remat__fail(err, REMAT_E_NOMEM,
+                           "%s: out of memory while parsing (the tree takes about %llu MiB)", src,
+                           (unsigned long long)(c->tree_bytes >> 20));
+    size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+    if (pos == c->deep_pos) /* cJSON stops at the first bracket past its limit */
+        return at(text, pos, src, "arrays and objects nested more than 1000 deep", err);
+    return at(text, pos, src, "malformed JSON", err);
 }
 
-/* Appends code point u as UTF-8 to dst[*n] when it fits in cap - 1 bytes;
- * *n counts every byte, fitting or not. */
-static void put_utf8(char *dst, size_t cap, size_t *n, unsigned u) {
-    unsigned char b[4];
-    size_t k;
-    if (u < 0x80) {
-        b[0] = (unsigned char)u;
-        k = 1;
-    } else if (u < 0x800) {
-        b[0] = (unsigned char)(0xC0 | (u >> 6));
-        b[1] = (unsigned char)(0x80 | (u & 0x3F));
-        k = 2;
-    } else if (u < 0x10000) {
-        b[0] = (unsigned char)(0xE0 | (u >> 12));
-        b[1] = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
-        b[2] = (unsigned char)(0x80 | (u & 0x3F));
-        k = 3;
-    } else {
-        b[0] = (unsigned char)(0xF0 | (u >> 18));
-        b[1] = (unsigned char)(0x80 | ((u >> 12) & 0x3F));
-        b[2] = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
-        b[3] = (unsigned char)(0x80 | (u & 0x3F));
-        k = 4;
-    }
-    for (size_t i = 0; i < k; i++, (*n)++)
-        if (dst && *n + 1 < cap) dst[*n] = (char)b[i];
+/* Appends to path[cap] at plen; returns the new length (cut at cap - 1). */
+static size_t append(char *path, size_t cap, size_t plen, const char *fmt, ...)
+    REMAT__PRINTF(4, 5);
+static size_t append(char *path, size_t cap, size_t plen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(path + plen, cap - plen, fmt, ap);
+    va_end(ap);
+    size_t end = plen + (n > 0 ? (size_t)n : 0);
+    return end < cap ? end : cap - 1;
 }
 
-/* Scans the string at js->pos (at its opening quote). With dst, decodes it
- * into dst[cap] (NUL-terminated, cut at cap - 1 bytes) and sets *n to its full
- * decoded length and *nul when it holds a NUL. 0 on a syntax error. */
-static int scan_string(remat__js *js, char *dst, size_t cap, size_t *n, int *nul) {
-    const char *t = js->text;
-    size_t p = js->pos + 1, len = js->len, k = 0;
-    *nul = 0;
-    for (;;) {
-        if (p >= len) {
-            js->pos = p;
-            return 0;
-        }
-        unsigned char c = (unsigned char)t[p];
-        if (c == '"') break;
-        if (c < 0x20) { /* raw control characters are not allowed */
-            js->pos = p;
-            return 0;
-        }
-        if (c != '\\') {
-            if (dst && k + 1 < cap) dst[k] = (char)c;
-            k++;
-            p++;
-            continue;
-        }
-        if (p + 1 >= len) {
-            js->pos = p;
-            return 0;
-        }
-        char e = t[p + 1];
-        unsigned u = 0;
-        p += 2;
-        switch (e) {
-        case '"': u = '"'; break;
-        case '\\': u = '\\'; break;
-        case '/': u = '/'; break;
-        case 'b': u = '\b'; break;
-        case 'f': u = '\f'; break;
-        case 'n': u = '\n'; break;
-        case 'r': u = '\r'; break;
-        case 't': u = '\t'; break;
-        case 'u': {
-            if (p + 4 > len || !hex4(t + p, &u)) {
-                js->pos = p;
-                return 0;
+/* The search for the string the census numbered: strings (keys included)
+ * are met in the order of the text. */
+typedef struct nul_hunt {
+    size_t left; /* strings to pass, the one sought included */
+    int key;     /* it is a key (path: its object) */
+    char path[160];
+} nul_hunt;
+
+static int hunt(const cJSON *v, nul_hunt *h, size_t plen) {
+    h->path[plen] = '\0';
+    if (cJSON_IsString(v)) return --h->left == 0;
+    size_t i = 0;
+    for (const cJSON *m = v->child; m; m = m->next, i++) {
+        size_t n;
+        if (cJSON_IsObject(v)) {
+            if (--h->left == 0) {
+                h->path[plen] = '\0';
+                h->key = 1;
+                return 1;
             }
-            p += 4;
-            unsigned lo;
-            if (u >= 0xD800 && u < 0xDC00 && p + 6 <= len && t[p] == '\\' && t[p + 1] == 'u' &&
-                hex4(t + p + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
-                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-                p += 6;
-            }
-            break;
+            n = append(h->path, sizeof h->path, plen, plen ? ".%s" : "%s", m->string);
+        } else {
+            n = append(h->path, sizeof h->path, plen, "[%zu]", i);
         }
-        default:
-            js->pos = p - 1;
-            return 0;
-        }
-        if (u == 0) *nul = 1;
-        put_utf8(dst, cap, &k, u);
+        if (hunt(m, h, n)) return 1;
     }
-    if (dst && cap) dst[k < cap ? k : cap - 1] = '\0';
-    if (n) *n = k;
-    js->pos = p + 1;
-    return 1;
-}
-
-static int digits(remat__js *js) {
-    size_t start = js->pos;
-    while (js->pos < js->len && js->text[js->pos] >= '0' && js->text[js->pos] <= '9') js->pos++;
-    return js->pos > start;
-}
-
-/* Scans a number (RFC 8259 grammar); 0 on a syntax error. */
-static int scan_number(remat__js *js) {
-    if (at(js, '-')) js->pos++;
-    if (at(js, '0')) js->pos++;
-    else if (!digits(js)) return 0;
-    if (at(js, '.')) {
-        js->pos++;
-        if (!digits(js)) return 0;
-    }
-    if (at(js, 'e') || at(js, 'E')) {
-        js->pos++;
-        if (at(js, '+') || at(js, '-')) js->pos++;
-        if (!digits(js)) return 0;
-    }
-    return 1;
-}
-
-static int scan_word(remat__js *js, const char *w) {
-    size_t n = strlen(w);
-    if (js->len - js->pos < n || memcmp(js->text + js->pos, w, n) != 0) return 0;
-    js->pos += n;
-    return 1;
-}
-
-/* One scalar value at js->pos; 0 on a syntax error. */
-static int scan_scalar(remat__js *js) {
-    size_t n;
-    int nul;
-    switch (remat__js_peek(js)) {
-    case REMAT__JS_STRING: return scan_string(js, NULL, 0, &n, &nul);
-    case REMAT__JS_NUMBER: return scan_number(js);
-    case REMAT__JS_BOOL: return scan_word(js, "true") || scan_word(js, "false");
-    case REMAT__JS_NULL: return scan_word(js, "null");
-    default: return 0;
-    }
-}
-
-/* `"key" ws ':'` at js->pos; 0 on a syntax error. */
-static int scan_key(remat__js *js) {
-    size_t n;
-    int nul;
-    if (!at(js, '"') || !scan_string(js, NULL, 0, &n, &nul)) return 0;
-    ws(js);
-    if (!at(js, ':')) return 0;
-    js->pos++;
-    return 1;
-}
-
-/* Checks one whole value of any depth, iteratively (nesting is bounded by a
- * stack of REMAT__JSON_MAX_DEPTH bytes, not by the C stack). */
-static remat_status check_value(remat__js *js) {
-    char stack[REMAT__JSON_MAX_DEPTH];
-    size_t depth = 0;
-    for (;;) {
-        ws(js); /* a value is expected here */
-        if (at(js, '{') || at(js, '[')) {
-            if (depth == REMAT__JSON_MAX_DEPTH)
-                return syntax(js, js->pos, "arrays and objects nested more than 1000 deep");
-            char open = js->text[js->pos++];
-            stack[depth++] = open;
-            ws(js);
-            if (at(js, open == '{' ? '}' : ']')) {
-                js->pos++;
-                depth--;
-            } else {
-                if (open == '{' && !scan_key(js))
-                    return syntax(js, js->pos, "malformed JSON (expected a \"key\": value)");
-                continue;
-            }
-        } else if (!scan_scalar(js)) {
-            return syntax(js, js->pos, "malformed JSON (expected a value)");
-        }
-        for (;;) { /* after a value: ',' or the end of the enclosing containers */
-            if (depth == 0) return REMAT_OK;
-            ws(js);
-            char close = stack[depth - 1] == '{' ? '}' : ']';
-            if (at(js, close)) {
-                js->pos++;
-                depth--;
-                continue;
-            }
-            if (!at(js, ','))
-                return syntax(js, js->pos,
-                              close == '}' ? "malformed JSON (expected ',' or '}')"
-                                           : "malformed JSON (expected ',' or ']')");
-            js->pos++;
-            ws(js);
-            if (close == '}' && !scan_key(js))
-                return syntax(js, js->pos, "malformed JSON (expected a \"key\": value)");
-            break;
-        }
-    }
-}
-
-/* ---- walking a checked document ---- */
-
-remat__js_type remat__js_peek(remat__js *js) {
-    ws(js);
-    if (js->pos >= js->len) return REMAT__JS_BAD;
-    char c = js->text[js->pos];
-    if (c == '{') return REMAT__JS_OBJECT;
-    if (c == '[') return REMAT__JS_ARRAY;
-    if (c == '"') return REMAT__JS_STRING;
-    if (c == '-' || (c >= '0' && c <= '9')) return REMAT__JS_NUMBER;
-    if (c == 't' || c == 'f') return REMAT__JS_BOOL;
-    if (c == 'n') return REMAT__JS_NULL;
-    return REMAT__JS_BAD;
-}
-
-const char *remat__js_type_name(remat__js_type t) {
-    switch (t) {
-    case REMAT__JS_OBJECT: return "an object";
-    case REMAT__JS_ARRAY: return "an array";
-    case REMAT__JS_STRING: return "a string";
-    case REMAT__JS_NUMBER: return "a number";
-    case REMAT__JS_BOOL: return "a boolean";
-    case REMAT__JS_NULL: return "null";
-    default: return "an invalid value";
-    }
-}
-
-void remat__js_skip(remat__js *js) {
-    remat_error ignored;
-    remat_error *keep = js->err;
-    js->err = &ignored;
-    (void)check_value(js); /* already checked: cannot fail */
-    js->err = keep;
-}
-
-void remat__js_begin(remat__js *js) {
-    ws(js);
-    js->pos++;
-}
-
-int remat__js_array_next(remat__js *js, size_t index) {
-    ws(js);
-    if (at(js, ']')) {
-        js->pos++;
-        return 0;
-    }
-    if (index > 0) js->pos++; /* the ',' */
-    ws(js);
-    return 1;
-}
-
-int remat__js_object_next(remat__js *js, size_t index, char *key, size_t cap, remat_status *st) {
-    *st = REMAT_OK;
-    ws(js);
-    if (at(js, '}')) {
-        js->pos++;
-        return 0;
-    }
-    if (index > 0) js->pos++; /* the ',' */
-    ws(js);
-    size_t start = js->pos, n;
-    int nul;
-    scan_string(js, key, cap, &n, &nul);
-    if (nul) {
-        *st = syntax(js, start, "a key contains a NUL character (\\u0000)");
-        return 0;
-    }
-    if (n >= cap) key[0] = '\0'; /* longer than any key a reader knows */
-    ws(js);
-    js->pos++; /* the ':' */
-    ws(js);
-    return 1;
-}
-
-/* Finds the first top-level member `key`; leaves js at its value. */
-static int find_member(remat__js *js, const char *key) {
-    char k[64];
-    remat_status st;
-    js->pos = 0;
-    remat__js_begin(js);
-    for (size_t i = 0; remat__js_object_next(js, i, k, sizeof k, &st); i++) {
-        if (strcmp(k, key) == 0) return 1;
-        remat__js_skip(js);
-    }
+    h->path[plen] = '\0';
     return 0;
 }
 
-static size_t count_elements(remat__js *js) {
-    size_t n = 0;
-    remat__js_begin(js);
-    while (remat__js_array_next(js, n)) {
-        remat__js_skip(js);
-        n++;
-    }
-    return n;
+/* cJSON cuts a string at a NUL; the census found one, in string number c->nul_string. */
+static remat_status nul_found(const cJSON *root, const char *text, const census *c,
+                              const char *src, remat_error *err) {
+    nul_hunt h = {c->nul_string, 0, ""};
+    if (hunt(root, &h, 0) && !h.key)
+        return remat__fail(err, REMAT_E_INPUT, "%s: %s: contains a NUL character (\\u0000)", src,
+                           h.path);
+    char what[sizeof h.path + 64];
+    snprintf(what, sizeof what, "a %s%s%s contains a NUL character (\\u0000)",
+             h.key ? "key" : "string", h.path[0] ? " in " : "", h.path);
+    return at(text, c->nul_pos, src, what, err);
 }
 
-/* Whole-text checks shared by remat__js_open and remat__js_has_format. */
-static remat_status check_document(remat__js *js) {
-    REMAT__RETURN_IF(js->len > REMAT__JSON_MAX_BYTES, js->err, REMAT_E_INPUT,
-                     "%s: %zu bytes, more than the limit of %zu MiB for a document", js->src,
-                     js->len, REMAT__JSON_MAX_BYTES >> 20);
-    REMAT__FORWARD(check_value(js));
-    ws(js);
-    if (js->pos < js->len) return syntax(js, js->pos, "text after the end of the document");
-    js->pos = 0;
-    remat__js_type t = remat__js_peek(js);
-    REMAT__RETURN_IF(t != REMAT__JS_OBJECT, js->err, REMAT_E_INPUT,
-                     "%s: expected a JSON object at the top level, got %s", js->src,
-                     remat__js_type_name(t));
-    /* A NUL in any top-level key is refused, even in a key no reader knows. */
-    char k[8];
-    remat_status st = REMAT_OK;
-    remat__js_begin(js);
-    for (size_t i = 0; remat__js_object_next(js, i, k, sizeof k, &st); i++) remat__js_skip(js);
-    return st;
-}
-
-remat_status remat__js_open(remat__js *js, const char *text, size_t len, const char *src,
-                            const char *format, const char *count_key, size_t *count,
-                            remat_error *err) {
-    js->text = text;
-    js->len = len;
-    js->pos = 0;
-    js->src = src;
-    js->err = err;
-    if (count) *count = 0;
-    REMAT__RETURN_IF(!text, err, REMAT_E_INPUT, "%s: no text", src);
-    REMAT__FORWARD(check_document(js));
-    REMAT__RETURN_IF(!find_member(js, "format"), err, REMAT_E_INPUT,
-                     "%s: format: missing required field (expected \"%s\")", src, format);
-    char f[64];
-    remat__js_type t = remat__js_peek(js);
-    REMAT__RETURN_IF(t != REMAT__JS_STRING, err, REMAT_E_INPUT,
-                     "%s: format: expected a string, got %s", src, remat__js_type_name(t));
-    REMAT__FORWARD(remat__js_string(js, "", "format", f, sizeof f));
-    REMAT__RETURN_IF(strcmp(f, format) != 0, err, REMAT_E_INPUT,
-                     "%s: format: \"%.64s\" is not \"%s\"", src, f, format);
-    if (count_key && count && find_member(js, count_key) && remat__js_peek(js) == REMAT__JS_ARRAY)
-        *count = count_elements(js);
-    js->pos = 0;
+static remat_status check_format(const cJSON *root, const char *src, const char *format,
+                                 remat_error *err) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    REMAT__RETURN_IF(!f, err, REMAT_E_INPUT, "%s: format: missing required field (expected \"%s\")",
+                     src, format);
+    REMAT__RETURN_IF(!cJSON_IsString(f), err, REMAT_E_INPUT, "%s: format: expected a string, got %s",
+                     src, remat__json_type_name(f));
+    REMAT__RETURN_IF(strcmp(f->valuestring, format) != 0, err, REMAT_E_INPUT,
+                     "%s: format: \"%.64s\" is not \"%s\"", src, f->valuestring, format);
     return REMAT_OK;
 }
 
-int remat__js_has_format(const char *text, size_t len, const char *format) {
-    remat__js js;
-    return text && remat__js_open(&js, text, len, "", format, NULL, NULL, NULL) == REMAT_OK;
+/* Everything after cJSON accepted text: nothing but whitespace after the
+ * document, an object at the top, no NUL in any string, the format. */
+static remat_status check_document(const cJSON *root, const char *text, size_t len, size_t pos,
+                                   const census *c, const char *src, const char *format,
+                                   remat_error *err) {
+    while (pos < len && text[pos] && strchr(" \t\r\n", text[pos])) pos++;
+    if (pos < len) return at(text, pos, src, "text after the end of the document", err);
+    REMAT__RETURN_IF(!cJSON_IsObject(root), err, REMAT_E_INPUT,
+                     "%s: expected a JSON object at the top level, got %s", src,
+                     remat__json_type_name(root));
+    if (c->nul_string) return nul_found(root, text, c, src, err);
+    return check_format(root, src, format, err);
+}
+
+remat_status remat__json_parse(remat__jdoc *d, const char *text, size_t len, const char *src,
+                               const char *format, remat_error *err) {
+    d->root = NULL;
+    d->src = src;
+    d->err = err;
+    REMAT__RETURN_IF(!text, err, REMAT_E_INPUT, "%s: no text", src);
+    REMAT__RETURN_IF(len > REMAT__JSON_MAX_BYTES, err, REMAT_E_INPUT,
+                     "%s: %zu bytes, more than the limit of %zu MiB for a document", src, len,
+                     REMAT__JSON_MAX_BYTES >> 20);
+    census c;
+    take_census(text, len, &c);
+    uint64_t limit = (uint64_t)len * REMAT__JSON_TREE_FACTOR;
+    if (limit < REMAT__JSON_TREE_FLOOR) limit = REMAT__JSON_TREE_FLOOR;
+    if (c.tree_bytes > limit) return too_large(&c, len, limit, src, err);
+    /* cJSON stores its error position in a global on every parse (we read
+     * ours from `end`): one parse at a time, so that loads in several threads
+     * do not race there. errno is per thread. */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    const char *end = NULL;
+    pthread_mutex_lock(&lock);
+    errno = 0;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    int oom = !root && errno == ENOMEM;
+    pthread_mutex_unlock(&lock);
+    if (!root) return parse_failure(text, len, end, oom, &c, src, err);
+    remat_status s = check_document(root, text, len, (size_t)(end - text), &c, src, format, err);
+    if (s != REMAT_OK) {
+        cJSON_Delete(root);
+        return s;
+    }
+    d->root = root;
+    return REMAT_OK;
+}
+
+remat_status remat__json_load(remat__jdoc *d, const char *path, const char *format,
+                              remat_error *err) {
+    d->root = NULL;
+    d->src = path;
+    d->err = err;
+    char *text;
+    size_t len;
+    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
+    remat_status s = remat__json_parse(d, text, len, path, format, err);
+    free(text);
+    return s;
+}
+
+void remat__jdoc_free(remat__jdoc *d) {
+    cJSON_Delete(d->root);
+    d->root = NULL;
+}
+
+int remat__json_has_format(const char *text, size_t len, const char *format) {
+    remat__jdoc d;
+    if (remat__json_parse(&d, text, len, "", format, NULL) != REMAT_OK) return 0;
+    remat__jdoc_free(&d);
+    return 1;
 }
 
 /* ---- typed readers ---- */
 
-remat_status remat__js_number(remat__js *js, const char *prefix, const char *key, double *out) {
-    remat__js_type t = remat__js_peek(js);
-    REMAT__RETURN_IF(t != REMAT__JS_NUMBER, js->err, REMAT_E_INPUT,
-                     "%s: %s%s: expected a number, got %s", js->src, prefix, key,
-                     remat__js_type_name(t));
-    size_t start = js->pos;
-    scan_number(js);
-    size_t n = js->pos - start;
-    char buf[512];
-    REMAT__RETURN_IF(n >= sizeof buf, js->err, REMAT_E_INPUT,
-                     "%s: %s%s: a number written with %zu characters, more than %zu", js->src,
-                     prefix, key, n, sizeof buf - 1);
-    memcpy(buf, js->text + start, n);
-    buf[n] = '\0';
-    double x = strtod(buf, NULL);
-    REMAT__RETURN_IF(!isfinite(x), js->err, REMAT_E_INPUT, "%s: %s%s: not a finite number",
-                     js->src, prefix, key);
-    *out = x;
+const char *remat__json_type_name(const cJSON *v) {
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    return "an invalid value";
+}
+
+size_t remat__json_count(const cJSON *v) {
+    size_t n = 0;
+    for (const cJSON *m = v ? v->child : NULL; m; m = m->next) n++;
+    return n;
+}
+
+int remat__json_member(const char *const *keys, int n, const char *key, unsigned *seen) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(keys[k], key) == 0) {
+            if (*seen & (1u << k)) return -1;
+            *seen |= 1u << k;
+            return k;
+        }
+    return -1;
+}
+
+remat_status remat__json_finite(const remat__jdoc *d, const cJSON *v, const char *prefix,
+                                const char *key, double *out) {
+    REMAT__RETURN_IF(!cJSON_IsNumber(v), d->err, REMAT_E_INPUT,
+                     "%s: %s%s: expected a number, got %s", d->src, prefix, key,
+                     remat__json_type_name(v));
+    REMAT__RETURN_IF(!isfinite(v->valuedouble), d->err, REMAT_E_INPUT,
+                     "%s: %s%s: not a finite number", d->src, prefix, key);
+    *out = v->valuedouble;
     return REMAT_OK;
 }
 
-remat_status remat__js_bytes(remat__js *js, const char *prefix, const char *key, uint64_t *out) {
-    double x;
-    REMAT__FORWARD(remat__js_number(js, prefix, key, &x));
-    const char *src = js->src;
-    REMAT__RETURN_IF(x < 0, js->err, REMAT_E_INPUT, "%s: %s%s: negative size %.17g", src, prefix,
+remat_status remat__json_bytes(const remat__jdoc *d, const cJSON *v, const char *prefix,
+                               const char *key, uint64_t *out) {
+    double x = 0;
+    REMAT__FORWARD(remat__json_finite(d, v, prefix, key, &x));
+    const char *src = d->src;
+    REMAT__RETURN_IF(x < 0, d->err, REMAT_E_INPUT, "%s: %s%s: negative size %.17g", src, prefix,
                      key, x);
-    REMAT__RETURN_IF(x >= (double)REMAT_MAX_BYTES, js->err, REMAT_E_INPUT,
+    REMAT__RETURN_IF(x >= (double)REMAT_MAX_BYTES, d->err, REMAT_E_INPUT,
                      "%s: %s%s: size %.17g is 2^53 or more", src, prefix, key, x);
-    REMAT__RETURN_IF(floor(x) != x, js->err, REMAT_E_INPUT,
+    REMAT__RETURN_IF(floor(x) != x, d->err, REMAT_E_INPUT,
                      "%s: %s%s: size %.17g is not a whole number of bytes", src, prefix, key, x);
     *out = (uint64_t)x;
     return REMAT_OK;
 }
 
-remat_status remat__js_time(remat__js *js, const char *prefix, const char *key, double *out) {
-    double x;
-    REMAT__FORWARD(remat__js_number(js, prefix, key, &x));
-    REMAT__RETURN_IF(x < 0, js->err, REMAT_E_INPUT, "%s: %s%s: negative time %.17g", js->src,
+remat_status remat__json_time(const remat__jdoc *d, const cJSON *v, const char *prefix,
+                              const char *key, double *out) {
+    double x = 0;
+    REMAT__FORWARD(remat__json_finite(d, v, prefix, key, &x));
+    REMAT__RETURN_IF(x < 0, d->err, REMAT_E_INPUT, "%s: %s%s: negative time %.17g", d->src,
                      prefix, key, x);
     *out = x;
     return REMAT_OK;
 }
 
-remat_status remat__js_string(remat__js *js, const char *prefix, const char *key, char *dst,
-                              size_t cap) {
-    remat__js_type t = remat__js_peek(js);
-    REMAT__RETURN_IF(t != REMAT__JS_STRING, js->err, REMAT_E_INPUT,
-                     "%s: %s%s: expected a string, got %s", js->src, prefix, key,
-                     remat__js_type_name(t));
-    size_t n;
-    int nul;
-    scan_string(js, dst, cap, &n, &nul);
-    REMAT__RETURN_IF(nul, js->err, REMAT_E_INPUT,
-                     "%s: %s%s: contains a NUL character (\\u0000)", js->src, prefix, key);
-    REMAT__RETURN_IF(n >= cap, js->err, REMAT_E_INPUT,
-                     "%s: %s%s: %zu bytes long, more than the limit of %zu", js->src, prefix, key,
+remat_status remat__json_string(const remat__jdoc *d, const cJSON *v, const char *prefix,
+                                const char *key, char *dst, size_t cap) {
+    REMAT__RETURN_IF(!cJSON_IsString(v) || !v->valuestring, d->err, REMAT_E_INPUT,
+                     "%s: %s%s: expected a string, got %s", d->src, prefix, key,
+                     remat__json_type_name(v));
+    size_t n = strlen(v->valuestring);
+    REMAT__RETURN_IF(n >= cap, d->err, REMAT_E_INPUT,
+                     "%s: %s%s: %zu bytes long, more than the limit of %zu", d->src, prefix, key,
                      n, cap - 1);
+    memcpy(dst, v->valuestring, n + 1);
     return REMAT_OK;
 }
 

@@ -13,36 +13,34 @@
 /* Op text longer than this is not an op. */
 #define OP_TEXT_CAP 64
 
-/* Reads op k, the value at js, into *op. */
-static remat_status read_op(remat__js *js, size_t k, remat_op *op) {
-    remat__js_type t = remat__js_peek(js);
-    REMAT__RETURN_IF(t != REMAT__JS_STRING, js->err, REMAT_E_INPUT,
-                     "%s: ops[%zu]: expected a string, got %s", js->src, k,
-                     remat__js_type_name(t));
+/* Reads op k, the value v, into *op. */
+static remat_status read_op(const remat__jdoc *d, const cJSON *v, size_t k, remat_op *op) {
+    REMAT__RETURN_IF(!cJSON_IsString(v), d->err, REMAT_E_INPUT,
+                     "%s: ops[%zu]: expected a string, got %s", d->src, k,
+                     remat__json_type_name(v));
     char text[OP_TEXT_CAP], where[48];
     snprintf(where, sizeof where, "ops[%zu]", k);
-    REMAT__FORWARD(remat__js_string(js, "", where, text, sizeof text));
+    REMAT__FORWARD(remat__json_string(d, v, "", where, text, sizeof text));
     remat_error why;
     /* remat_op_parse says what is wrong; this adds where. */
-    REMAT__RETURN_IF(remat_op_parse(text, op, &why) != REMAT_OK, js->err, REMAT_E_INPUT,
-                     "%s: ops[%zu]: %s", js->src, k, why.message);
+    REMAT__RETURN_IF(remat_op_parse(text, op, &why) != REMAT_OK, d->err, REMAT_E_INPUT,
+                     "%s: ops[%zu]: %s", d->src, k, why.message);
     return REMAT_OK;
 }
 
-/* The ops array at js, `count` elements, straight into an exact table. */
-static remat_status read_ops(remat__js *js, size_t count, remat_schedule *s) {
-    remat__js_type t = remat__js_peek(js);
-    REMAT__RETURN_IF(t != REMAT__JS_ARRAY, js->err, REMAT_E_INPUT,
-                     "%s: ops: expected an array, got %s", js->src, remat__js_type_name(t));
+/* The ops array v, straight into an exact table. */
+static remat_status read_ops(const remat__jdoc *d, const cJSON *v, remat_schedule *s) {
+    REMAT__RETURN_IF(!cJSON_IsArray(v), d->err, REMAT_E_INPUT,
+                     "%s: ops: expected an array, got %s", d->src, remat__json_type_name(v));
+    size_t count = remat__json_count(v);
     s->ops = remat__calloc(count, sizeof *s->ops);
-    REMAT__RETURN_IF(!s->ops, js->err, REMAT_E_NOMEM, "%s: out of memory for %zu ops", js->src,
-                     count);
+    REMAT__RETURN_IF(!s->ops, d->err, REMAT_E_NOMEM, "%s: out of memory for %zu ops",
+                     d->src, count);
     s->cap = count;
-    remat__js_begin(js);
-    for (size_t k = 0; remat__js_array_next(js, k); k++) {
-        if (k >= count) return remat__fail(js->err, REMAT_E_INTERNAL, "ops: miscounted");
-        REMAT__FORWARD(read_op(js, k, &s->ops[k]));
-        s->n_ops = k + 1;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, v) {
+        REMAT__FORWARD(read_op(d, o, s->n_ops, &s->ops[s->n_ops]));
+        s->n_ops++;
     }
     return REMAT_OK;
 }
@@ -51,48 +49,38 @@ enum { K_ALGORITHM, K_LIMIT, K_TIME, K_PEAK, K_OPS, K_COUNT };
 static const char *const keys[K_COUNT] = {"algorithm", "memory_limit", "time", "peak_bytes",
                                           "ops"};
 
-static remat_status schedule_from_doc(remat__js *js, size_t count, remat_schedule *s) {
-    char key[32];
+/* The fields of a parsed document into s; the tree is freed here. */
+static remat_status schedule_from_doc(remat__jdoc *d, remat_schedule *s) {
     unsigned seen = 0;
     remat_status st = REMAT_OK;
-    remat__js_begin(js);
-    for (size_t m = 0; st == REMAT_OK && remat__js_object_next(js, m, key, sizeof key, &st); m++) {
-        int f = -1;
-        for (int k = 0; k < K_COUNT; k++)
-            if (strcmp(keys[k], key) == 0) f = k;
-        if (f < 0 || (seen & (1u << f))) { /* unknown, or a repeat: the first counts */
-            remat__js_skip(js);
-            continue;
-        }
-        seen |= 1u << f;
-        switch (f) {
+    const cJSON *m;
+    cJSON_ArrayForEach(m, d->root) {
+        const char *key = m->string;
+        switch (remat__json_member(keys, K_COUNT, key, &seen)) {
         case K_ALGORITHM:
-            st = remat__js_string(js, "", key, s->algorithm, sizeof s->algorithm);
+            st = remat__json_string(d, m, "", key, s->algorithm, sizeof s->algorithm);
             break;
-        case K_LIMIT: st = remat__js_bytes(js, "", key, &s->memory_limit); break;
-        case K_TIME: st = remat__js_time(js, "", key, &s->time); break;
-        case K_PEAK: st = remat__js_bytes(js, "", key, &s->peak_bytes); break;
-        default: st = read_ops(js, count, s); break;
+        case K_LIMIT: st = remat__json_bytes(d, m, "", key, &s->memory_limit); break;
+        case K_TIME: st = remat__json_time(d, m, "", key, &s->time); break;
+        case K_PEAK: st = remat__json_bytes(d, m, "", key, &s->peak_bytes); break;
+        case K_OPS: st = read_ops(d, m, s); break;
+        default: break; /* ignored, or a repeat: the first counts */
         }
+        if (st != REMAT_OK) break;
     }
+    remat__jdoc_free(d);
     REMAT__FORWARD(st);
-    REMAT__RETURN_IF(!(seen & (1u << K_OPS)), js->err, REMAT_E_INPUT,
-                     "%s: ops: missing required field", js->src);
+    REMAT__RETURN_IF(!(seen & (1u << K_OPS)), d->err, REMAT_E_INPUT,
+                     "%s: ops: missing required field", d->src);
     return REMAT_OK;
 }
 
-remat_status remat_schedule_from_json(const char *text, size_t len, const char *source,
-                                      remat_schedule **out, remat_error *err) {
-    remat__clear(err);
-    if (out) *out = NULL; /* on failure too, as documented */
-    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_from_json: out is NULL");
-    const char *src = source ? source : "<string>";
-    remat__js js;
-    size_t count = 0;
-    REMAT__FORWARD(remat__js_open(&js, text, len, src, "remat-schedule-1", "ops", &count, err));
+/* The schedule of a parsed document (consumed). */
+static remat_status schedule_of(remat__jdoc *d, remat_schedule **out) {
     remat_schedule *s = NULL;
-    remat_status st = remat_schedule_create("", &s, err);
-    if (st == REMAT_OK) st = schedule_from_doc(&js, count, s);
+    remat_status st = remat_schedule_create("", &s, d->err);
+    if (st == REMAT_OK) st = schedule_from_doc(d, s);
+    remat__jdoc_free(d);
     if (st != REMAT_OK) {
         remat_schedule_free(s);
         return st;
@@ -101,16 +89,24 @@ remat_status remat_schedule_from_json(const char *text, size_t len, const char *
     return REMAT_OK;
 }
 
+remat_status remat_schedule_from_json(const char *text, size_t len, const char *source,
+                                      remat_schedule **out, remat_error *err) {
+    remat__clear(err);
+    if (out) *out = NULL; /* on failure too, as documented */
+    REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_from_json: out is NULL");
+    remat__jdoc d;
+    REMAT__FORWARD(remat__json_parse(&d, text, len, source ? source : "<string>",
+                                     "remat-schedule-1", err));
+    return schedule_of(&d, out);
+}
+
 remat_status remat_schedule_load(const char *path, remat_schedule **out, remat_error *err) {
     remat__clear(err);
     if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!path || !out, err, REMAT_E_INPUT, "remat_schedule_load: NULL argument");
-    char *text;
-    size_t len;
-    REMAT__FORWARD(remat_read_file(path, &text, &len, err));
-    remat_status s = remat_schedule_from_json(text, len, path, out, err);
-    free(text);
-    return s;
+    remat__jdoc d;
+    REMAT__FORWARD(remat__json_load(&d, path, "remat-schedule-1", err));
+    return schedule_of(&d, out);
 }
 
 remat_status remat_schedule_to_json(const remat_schedule *s, char **out, remat_error *err) {

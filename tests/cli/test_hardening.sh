@@ -64,7 +64,7 @@ same "the problem is untouched" "$T/w/toy.json" "$J/toy.json"
 
 # ---- bounded input: any kind of file stops at the cap ----
 run 2 "info /dev/zero" "$REMAT" info /dev/zero
-err_line "/dev/zero: over the limit" 'more than the limit of 256 MiB'
+err_line "/dev/zero: over the limit" 'more than the limit of 128 MiB'
 run 2 "endless standard input" sh -c "yes | exec \"$REMAT\" info /dev/stdin"
 err_line "stdin: over the limit" 'more than the limit'
 run 2 "a directory as CHAIN" "$REMAT" info "$T"
@@ -75,7 +75,7 @@ run 0 "a chain from a pipe" sh -c "cat \"$D/tiny.json\" | exec \"$REMAT\" info /
 
 run 0 "simulate reads its CHAIN from a pipe" sh -c "cat \"$D/tiny.json\" | exec \"$REMAT\" simulate /dev/stdin \"$D/storeall.sched.json\""
 
-# ---- the same scanner for every document: trailing text, NUL, totals ----
+# ---- the same reader for every document: trailing text, NUL, totals ----
 printf '{"format": "remat-join-1", "branches": [2], "fwd_time": 1, "bwd_time": 1, "turn_time": 1, "slots": 5} x' >"$T/trail.json"
 run 2 "join: text after the document" "$REMAT" join "$T/trail.json"
 err_line "join trailing text: one line with its position" 'trail\.json: line 1, column [0-9]+: text after the end'
@@ -90,6 +90,21 @@ run 2 "a NUL in the format" "$REMAT" info "$T/nul_format.json"
 printf '{"format": "remat-chain-1", "input_bytes": 1, "stages": [{"fwd_time": 1.5e308, "bwd_time": 1.5e308, "out_bytes": 1, "saved_bytes": 1}]}' >"$T/inf_total.json"
 run 2 "times adding up to infinity" "$REMAT" info "$T/inf_total.json"
 err_line "infinite total: refused at load, naming the file" 'inf_total\.json: stages: the times add up'
+
+# ---- memory: the parse tree is bounded, running out of memory is said ----
+python3 -c 'print("{\"format\": \"remat-chain-1\", \"input_bytes\": 1, \"x\": [" + ",".join(["0"] * 2500000) + "], \"stages\": [{\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, \"saved_bytes\": 1}]}")' >"$T/zeros.json"
+run 2 "a tree past 16 times the text is refused" "$REMAT" info "$T/zeros.json"
+err_line "the refusal: one line naming the file and the limit" 'zeros\.json: 2500010 values in [0-9]+ bytes would take about [0-9]+ MiB to read, more than the limit of 76 MiB'
+python3 -c 'import json; json.dump({"format": "remat-chain-1", "input_bytes": 10, "stages": [{"name": "s%d" % i, "fwd_time": 1.5, "bwd_time": 2.5, "out_bytes": 1000, "saved_bytes": 2000} for i in range(100000)]}, open("'"$T"'/c100k.json", "w"))'
+# 40 MB of address space: the binary runs, the 9 MB text is read, its 67 MB
+# tree is not. An ASan build cannot start under such a limit: skipped there.
+if sh -c 'ulimit -v 40000; exec "$@"' limited "$REMAT" info "$E/tiny.json" >/dev/null 2>&1; then
+    sh -c 'ulimit -v 40000; exec "$@"' limited "$REMAT" info "$T/c100k.json" >"$T/out" 2>"$T/err"; rc=$?
+    if [ $rc -eq 2 ]; then ok "out of memory while parsing: exit 2"; else echo "    exit $rc"; bad "out of memory while parsing: exit 2"; fi
+    err_line "out of memory is said, not malformed JSON" 'c100k\.json: out of memory while parsing'
+else
+    ok "out of memory while parsing (skipped: the binary does not start under ulimit -v)"
+fi
 
 # ---- no output holds nan or inf ----
 printf '{"format": "remat-join-1", "branches": [2, 2], "fwd_time": 0, "bwd_time": 0, "turn_time": 0, "slots": 6}' >"$T/free.json"
