@@ -87,8 +87,11 @@ def rotor_params(chain, unit):
     a, ab, d = sizes(chain)
     for i in range(n):
         if d[i] != a[i]:
-            raise ValueError("rotor models gradients as big as activations: d[%d] != a[%d]" % (i, i))
-    up = lambda v: -(-v // unit)
+            raise ValueError("rotor models gradients as big as activations: "
+                             "d[%d] != a[%d]" % (i, i))
+
+    def up(v):
+        return -(-v // unit)
     loss = st[n - 1]
     loss_need = max(ab[n] + loss.get("fwd_overhead", 0),
                     ab[n] + d[n - 1] + loss.get("bwd_overhead", 0))
@@ -183,8 +186,11 @@ def rotor_child(args):
             print(json.dumps(res), flush=True)
             os._exit(3)
         what = what[0]
-        OPT = lambda m, i, l: ctypes.c_double.from_address(opt + 8 * (m * W + i * (L + 1) + l)).value
-        WHAT = lambda m, i, l: ctypes.c_long.from_address(what + 8 * (m * W + i * (L + 1) + l)).value
+        def OPT(m, i, k):
+            return ctypes.c_double.from_address(opt + 8 * (m * W + i * (L + 1) + k)).value
+
+        def WHAT(m, i, k):
+            return ctypes.c_long.from_address(what + 8 * (m * W + i * (L + 1) + k)).value
         if want_curve:  # every budget of this unit
             res["curve"] = [[m, OPT(m, 0, L)] for m in range(max(budget, 0) + 1)]
         if budget >= 0 and OPT(budget, 0, L) != float("inf"):
@@ -307,14 +313,18 @@ def compare(args, name, chain_path, slots, tmp):
     rt, rr, ct, cr, rt_dp, rr_dp, rct, rcr = [], [], [], [], [], [], [], []
     for _ in range(args.reps):
         wall, rss, rc = remat_solve(args, chain_path, m_half, slots, sched)
-        rt.append(wall); rr.append(rss)
+        rt.append(wall)
+        rr.append(rss)
         r = rotor(args, chain_path, m_half, slots)
-        rt_dp.append(r["dp_s"]); rr_dp.append(r["rss_kb"])
+        rt_dp.append(r["dp_s"])
+        rr_dp.append(r["rss_kb"])
         wall, rss, rc = run_rss([args.remat, "curve", chain_path, "--slots", str(slots),
                                  "--format", "json"])
-        ct.append(wall); cr.append(rss)
+        ct.append(wall)
+        cr.append(rss)
         r = rotor(args, chain_path, peak, slots)
-        rct.append(r["dp_s"]); rcr.append(r["rss_kb"])
+        rct.append(r["dp_s"])
+        rcr.append(r["rss_kb"])
     timing = {"solve": (rt, rt_dp), "solve_rss": (rr, rr_dp), "curve": (ct, rct),
               "curve_rss": (cr, rcr)}
     # quality over a sweep of limits

@@ -1,13 +1,9 @@
 """The worker of test_torch_distributed, in a module of its own so that the
 spawned processes import it by a plain name."""
 import datetime
-import os
-import tempfile
 
-import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 
 def worker(rank, world, init, how, out):

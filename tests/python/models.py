@@ -3,7 +3,7 @@ models built from configs (random weights, nothing downloaded), and CNNs
 defined here (torchvision has no CPU build on this machine)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 from torch import nn
@@ -17,7 +17,8 @@ def _quiet_transformers() -> None:
     transformers.logging.set_verbosity_error()
 
 
-def gpt2(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab: int = 256) -> Example:
+def gpt2(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
+         vocab: int = 256) -> Example:
     _quiet_transformers()
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=4, vocab_size=vocab, n_positions=seq,
@@ -27,7 +28,8 @@ def gpt2(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab
     return m, (ids,), {"labels": ids}
 
 
-def llama(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab: int = 256) -> Example:
+def llama(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
+          vocab: int = 256) -> Example:
     _quiet_transformers()
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,
@@ -39,7 +41,8 @@ def llama(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, voca
     return m, (ids,), {"labels": ids}
 
 
-def bert(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64, vocab: int = 256) -> Example:
+def bert(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
+         vocab: int = 256) -> Example:
     _quiet_transformers()
     from transformers import BertConfig, BertModel
     cfg = BertConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,
@@ -319,14 +322,3 @@ ALL: Dict[str, Callable[[], Example]] = {
     "gpt2": gpt2, "llama": llama, "bert": bert, "vit": vit, "resnet50": resnet50,
     "densenet121": densenet121, "unet": unet, "pairnet": pairnet, "convnext": convnext,
     "gated": gated, "mlp": mlp}
-
-
-def loss_of(out: Any) -> torch.Tensor:
-    """A scalar to backpropagate from any model output."""
-    if hasattr(out, "loss") and getattr(out, "loss") is not None:
-        return out.loss
-    if hasattr(out, "last_hidden_state"):
-        return out.last_hidden_state.square().mean() + out.pooler_output.mean()
-    if isinstance(out, dict):
-        return out["out"].square().mean() + sum(out["aux"])
-    return out.square().mean()

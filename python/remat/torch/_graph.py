@@ -178,7 +178,7 @@ def analyze(gm: fx.GraphModule, calls: Sequence[fx.Node],
         versions = [t._version for t in ins]
         saved: Set[StorageKey] = set()
 
-        def pack(t: torch.Tensor) -> torch.Tensor:
+        def pack(t: torch.Tensor, saved: Set[StorageKey] = saved) -> torch.Tensor:
             saved.add(storage_key(t)[0])
             return t.detach()  # not t: t -> grad_fn -> saved t is a cycle
         t0 = time.perf_counter()

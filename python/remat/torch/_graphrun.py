@@ -349,7 +349,7 @@ def _returns_loss(outputs: List[Any], spec: Any) -> bool:
     for path, o in zip(paths, outputs):
         names = [str(getattr(k, "key", getattr(k, "name", ""))) for k in path]
         val = o.meta.get("val") if isinstance(o, fx.Node) else None
-        if names and names[-1] == "loss" and val is not None and getattr(val, "dim", lambda: -1)() == 0:
+        if names and names[-1] == "loss" and isinstance(val, torch.Tensor) and val.dim() == 0:
             return True
     return False
 

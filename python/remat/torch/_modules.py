@@ -474,7 +474,7 @@ class ModuleRun(Runner):
                 times.append((time.perf_counter() - t0) * 1e3)
                 del out
             with PeakMeter(self._device) as meter:
-                out = run()
+                run()
         finally:
             for h in handles:
                 h.remove()

@@ -17,7 +17,7 @@ from torch import nn
 import remat
 
 from . import _graph as G
-from ._executor import AutocastState, Step
+from ._executor import AutocastState
 from ._progress import Progress
 
 Memory = Union[int, float, str]
@@ -371,14 +371,12 @@ def _profiled(program: Any, module: RematModule, args: tuple, kwargs: dict,
                         "repeat": cfg["repeat"], "device": str(program.device)}}
     chain = remat.Chain(stages, in_bytes, in_grad, name=type(module._remat_model).__name__,
                         time_unit="ms", meta=meta)
-    if path:
+    if path and cdir:
         try:
-            os.makedirs(cdir, exist_ok=True)  # type: ignore[arg-type]
-            tmp = path + ".tmp%d" % os.getpid()
-            chain.save(tmp)
-            os.replace(tmp, path)
+            os.makedirs(cdir, exist_ok=True)
+            chain.save(path)  # atomic: a reader never sees half a profile
         except (OSError, remat.RematError) as e:
-            warnings.warn("remat: cannot write the profile cache %s: %s" % (path, e))
+            warnings.warn("remat: cannot write the profile cache %s: %s" % (path, e), stacklevel=4)
     return chain, held, {"cached": None}
 
 
