@@ -291,7 +291,8 @@ static void oc_solve(pofo_run *r, oc_state s) {
         goto done;
     }
     int max_off = r->mode != REMAT__POFO_REMAT_ONLY && r->bw > 0 ? 1 : 0;
-    for (unsigned drain = 0; drain <= (s.f > 0); drain++) {
+    unsigned drains = s.f > 0 ? 1u : 0u; /* with carried offloads: also try draining them */
+    for (unsigned drain = 0; drain <= drains; drain++) {
         uint64_t fbytes = drain ? 0 : (uint64_t)s.f * P->fq, fu = pofo_units(P, fbytes);
         if (s.a + ui + fu > r->cap) continue;
         oc_here h = {s, in, ui, drain ? drain_time(r, s.f) : 0, pofo_carry(P)};
