@@ -160,3 +160,19 @@ def test_infeasible_limit_names_the_minimum():
         with pytest.raises(remat.InfeasibleError) as e:
             rt.checkpoint(model, args, kwargs, memory=0.05, cache=False, repeat=1)
     assert e.value.min_memory > 0 and "smallest this model can train in" in str(e.value)
+
+
+def test_profile_gives_a_chain_the_command_line_reads(tmp_path):
+    import os
+    import subprocess
+    model, args, kwargs = M.resnet50(image=32)
+    chain = rt.profile(model, args, kwargs, cache=False, repeat=1)
+    assert chain.n == wrap(copy.deepcopy(model), args, kwargs).last_entry.chain.n
+    assert chain.meta["profile"]["held_bytes"] > 0
+    path = tmp_path / "resnet50.json"
+    chain.save(str(path))
+    cli = os.environ.get("REMAT_CLI")
+    if cli:
+        out = subprocess.run([cli, "curve", str(path), "--points", "4"], capture_output=True,
+                             text=True, check=True).stdout
+        assert out.startswith("memory_bytes") and len(out.splitlines()) >= 3

@@ -10,7 +10,7 @@ See docs/python.md.
 from ._executor import RematRuntimeError
 from ._graph import CaptureError
 from ._memory import PeakMeter, measure_peak
-from ._wrap import InputChanged, RematModule, checkpoint
+from ._wrap import InputChanged, RematModule, checkpoint, profile
 
-__all__ = ["checkpoint", "RematModule", "CaptureError", "RematRuntimeError", "InputChanged",
-           "PeakMeter", "measure_peak"]
+__all__ = ["checkpoint", "profile", "RematModule", "CaptureError", "RematRuntimeError",
+           "InputChanged", "PeakMeter", "measure_peak"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import sys
 import tempfile
@@ -422,5 +421,25 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     return wrapped
 
 
-def _json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, default=str)
+def profile(model: nn.Module, example_args: Any = (), example_kwargs: Optional[dict] = None, *,
+            max_stages: int = 256, repeat: int = 3, cache: Union[bool, str, None] = True,
+            progress: Optional[bool] = None, capture: str = "auto") -> "remat.Chain":
+    """The chain of `model` on the example input, as checkpoint() measures it
+    (capture, cut, profile; see docs/python.md), for the command line
+    (`remat curve`, `remat plot`) or remat.solve. Sizes in bytes, times in
+    ms. What is held for the whole step is in chain.meta["profile"]
+    ["held_bytes"]: add it to the chain's peaks to get the model's. Buffers,
+    gradients and the RNG are left as they were."""
+    if not isinstance(example_args, tuple):
+        example_args = (example_args,)
+    cfg = {"memory": 1.0, "algorithm": "store-all", "slots": None, "segments": None,
+           "max_stages": int(max_stages), "repeat": int(repeat), "cache": cache,
+           "progress": progress, "on_new_input": "profile", "capture": capture}
+    args, kwargs = _normalize(example_args, example_kwargs)
+    module = RematModule(model, cfg)
+    prog = Progress("profiling", progress)
+    with torch.enable_grad():
+        program, why, _ = _capture(model, args, kwargs, cfg)
+        chain, _, _ = _profiled(program, module, args, kwargs, cfg, prog)
+    prog.close()
+    return chain
