@@ -26,7 +26,7 @@ checkpoint: results stay exact, only time and memory move off the plan.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -62,7 +62,7 @@ def boundary(step: Optional["Step"], j: int, xs: Sequence[torch.Tensor]) -> List
     idx = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.requires_grad]
     if not idx or not torch.is_grad_enabled():
         return list(xs)
-    outs = _Boundary.apply(step, j, *[xs[i] for i in idx])
+    outs = _Boundary.apply(step, j, *[xs[i] for i in idx])  # type: ignore[no-untyped-call]
     res = list(xs)
     for i, o in zip(idx, outs):
         res[i] = o
@@ -86,12 +86,16 @@ class _Handle:
 
 
 class _Abar:
-    """abar[j]: the stage's boundary tensors and the tensors autograd saved."""
+    """abar[j]: the stage's boundary tensors and the tensors autograd saved
+    (None once autograd has taken one)."""
 
     __slots__ = ("a", "saved")
 
-    def __init__(self, a: List[torch.Tensor], saved: List[torch.Tensor]) -> None:
-        self.a, self.saved = a, saved
+    def __init__(self, a: List[torch.Tensor], saved: List[Any]) -> None:
+        self.a: List[torch.Tensor] = a
+        # The very list the pack hook filled (not a copy): emptying a slot frees
+        # the tensor once autograd is done with it.
+        self.saved: List[Optional[torch.Tensor]] = saved
 
 
 class RngState:
@@ -158,7 +162,7 @@ class Step:
     """The state of one training step: the values the schedule holds, the
     stages' RNG states and the main forward's saved-tensor metadata."""
 
-    def __init__(self, runner: Runner, plan: "remat.Plan", free_storages: set,
+    def __init__(self, runner: Runner, plan: "remat.Plan", free_storages: Set[Tuple[str, int]],
                  rng_devices: Sequence[int]) -> None:
         self.runner = runner
         self.plan = plan
@@ -172,7 +176,7 @@ class Step:
         self.rng: Dict[int, RngState] = {}
         self.meta: Dict[int, List[Tuple[torch.Size, torch.dtype]]] = {}
         self.n_packed: Dict[int, int] = {}
-        self.n_unpacked: Dict[int, set] = {}
+        self.n_unpacked: Dict[int, Set[int]] = {}
         self.main_done = [False] * (self.n + 1)
         self.bwd_done = [False] * (self.n + 1)
         self.a0: List[torch.Tensor] = []
@@ -296,9 +300,11 @@ class Step:
 
     def _a(self, i: int) -> List[torch.Tensor]:
         if ("a", i) in self.store:
-            return self.store[("a", i)]
+            a: List[torch.Tensor] = self.store[("a", i)]
+            return a
         if ("abar", i) in self.store:
-            return self.store[("abar", i)].a
+            ab: _Abar = self.store[("abar", i)]
+            return ab.a
         if i == 0:
             return self.a0
         raise RematRuntimeError("remat: a[%d] is not held where the schedule reads it" % i)
@@ -350,6 +356,8 @@ class Step:
         seen.add(k)
         if len(seen) >= self.n_packed.get(j, 0):
             self.stage_backward_done(j)
+        if t is None:
+            raise RematRuntimeError("remat: stage %d's saved tensor %d is gone" % (j, k))
         return t
 
     def _start_pass(self) -> None:
@@ -366,8 +374,9 @@ class Step:
 
     def _ensure(self, j: int) -> _Abar:
         """abar[j], running the schedule until B j if needed."""
-        if ("abar", j) in self.store:
-            return self.store[("abar", j)]
+        held: Optional[_Abar] = self.store.get(("abar", j))
+        if held is not None:
+            return held
         if j in self.extra:
             return self.extra[j]
         steps = self.plan.steps
@@ -382,9 +391,8 @@ class Step:
                 continue
             self._apply(st)
             self.pos += 1
-        if ("abar", j) in self.store:
-            return self.store[("abar", j)]
-        return self._off_plan(j)
+        held = self.store.get(("abar", j))
+        return held if held is not None else self._off_plan(j)
 
     def _finish_b(self, st: Any) -> None:
         self.bwd_done[st.index] = True
@@ -441,4 +449,5 @@ class Step:
 def _unpack(h: Any) -> torch.Tensor:
     if isinstance(h, _Handle):
         return h.step.unpack(h)
-    return h  # a parameter, buffer, input or held value, saved as itself
+    t: torch.Tensor = h  # a parameter, buffer, input or held value, saved as itself
+    return t

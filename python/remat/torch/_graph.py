@@ -42,6 +42,8 @@ from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 StorageKey = Tuple[str, int, int]
+Args = Tuple[Any, ...]  # positional arguments of a call
+Kwargs = Dict[str, Any]  # keyword arguments of a call
 
 CALL_OPS = ("call_function", "call_module", "call_method")
 
@@ -61,7 +63,7 @@ def tensors_in(value: Any) -> List[torch.Tensor]:
     return [v for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
 
 
-def export_model(model: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+def export_model(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Any:
     """The training-IR ExportedProgram of model(*args, **kwargs).
 
     Libraries branch on torch.compiler.is_exporting() / is_compiling() (and
@@ -104,8 +106,9 @@ class _as_eager:
 
     def __enter__(self) -> None:
         import sys
-        self.saved = []
-        targets = [(torch.compiler, ("is_exporting", "is_compiling"))]
+        self.saved: List[Tuple[Any, str, Any]] = []
+        targets: List[Tuple[Any, Tuple[str, ...]]] = [
+            (torch.compiler, ("is_exporting", "is_compiling"))]
         hf = sys.modules.get("transformers.utils.import_utils")
         if hf is not None:
             targets.append((hf, ("is_fake_tensor",)))
@@ -212,11 +215,12 @@ def _fetch_attr(gm: fx.GraphModule, target: str) -> Any:
 
 
 def _call(gm: fx.GraphModule, n: fx.Node, args: Any, kwargs: Any) -> Any:
+    target: Any = n.target
     if n.op == "call_function":
-        return n.target(*args, **kwargs)
+        return target(*args, **kwargs)
     if n.op == "call_module":
-        return gm.get_submodule(n.target)(*args, **kwargs)
-    return getattr(args[0], n.target)(*args[1:], **kwargs)
+        return gm.get_submodule(target)(*args, **kwargs)
+    return getattr(args[0], target)(*args[1:], **kwargs)
 
 
 # --------------------------------------------------------------------------
@@ -473,13 +477,13 @@ def stage_name(index: int, nodes: Sequence[fx.Node]) -> str:
 _IGNORED_OPS = ("aten._assert", "aten.detach", "aten.alias", "aten.lift_fresh")
 
 
-class _OpLog(TorchDispatchMode):
+class _OpLog(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The ops reached from the parameters, with their output shapes. Mask
     and index building (from inputs alone) and views are left out: they may
     differ without changing any value autograd sees."""
 
     def __init__(self, params: Sequence[torch.Tensor]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.ops: List[Tuple[str, Tuple[Any, ...]]] = []
         # storage address -> tensors reached with it (weakly: once they are
         # gone, the address may come back for an unrelated tensor)
@@ -512,8 +516,8 @@ class _OpLog(TorchDispatchMode):
         return out
 
 
-def first_difference(model: torch.nn.Module, graph_module: torch.nn.Module, args: tuple,
-                     kwargs: dict) -> Optional[str]:
+def first_difference(model: torch.nn.Module, graph_module: torch.nn.Module, args: Args,
+                     kwargs: Kwargs) -> Optional[str]:
     """None when one no-grad forward of `model` and of the captured graph
     dispatch the same operators (by name and output shape) on everything
     computed from the parameters; else the first difference. Libraries may

@@ -9,6 +9,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 from . import _graph as G
+from ._graph import Args, Kwargs
 from ._executor import Runner, Step, boundary, rng_state_bytes
 from ._profile import (RESERVE, RESERVE_PER_OP, StageRun, dense_bytes, keys_of, measure,
                        through_boundary,
@@ -59,6 +60,7 @@ class GraphRun(Runner):
     """An ExportedProgram cut into stages (see _graph for the rules)."""
 
     path = "graph"
+    fall_overheads: List[int] = []  # set by profile_graph
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int) -> None:
@@ -99,7 +101,7 @@ class GraphRun(Runner):
         self._device = _device_of(self.feeds(model, flat_inputs).values())
 
     @classmethod
-    def capture(cls, model: torch.nn.Module, args: tuple, kwargs: dict,
+    def capture(cls, model: torch.nn.Module, args: Args, kwargs: Kwargs,
                 max_stages: int) -> "GraphRun":
         ep = G.export_model(model, args, kwargs)
         flat = pytree.tree_leaves((args, kwargs))
@@ -109,7 +111,7 @@ class GraphRun(Runner):
     def device(self) -> torch.device:
         return self._device
 
-    def differs_from_eager(self, model: torch.nn.Module, args: tuple, kwargs: dict
+    def differs_from_eager(self, model: torch.nn.Module, args: Args, kwargs: Kwargs
                            ) -> Optional[str]:
         """See _graph.first_difference."""
         return G.first_difference(model, self.ep.module(), args, kwargs)
@@ -117,7 +119,7 @@ class GraphRun(Runner):
     def stage_names(self) -> List[str]:
         return [st.name for st in self.stages]
 
-    def cache_key(self, module: torch.nn.Module, args: tuple, kwargs: dict, repeat: int) -> str:
+    def cache_key(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int) -> str:
         """Covers the code that runs (the graph, cut into these stages), every
         input and parameter's shape, dtype and device, and the autocast state."""
         from ._executor import AutocastState
@@ -129,11 +131,11 @@ class GraphRun(Runner):
         return repr((self.gm.code, metas, [[b.name for b in st.boundary] for st in self.stages],
                      AutocastState().key(), name, repeat))
 
-    def profile(self, module: torch.nn.Module, args: tuple, kwargs: dict, repeat: int,
+    def profile(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int,
                 progress: Any) -> Tuple[List[Dict[str, Any]], int, int, int]:
         return profile_graph(self, module, pytree.tree_leaves((args, kwargs)), repeat, progress)
 
-    def run(self, module: torch.nn.Module, entry: Any, args: tuple, kwargs: dict) -> Any:
+    def run(self, module: torch.nn.Module, entry: Any, args: Args, kwargs: Kwargs) -> Any:
         flat = pytree.tree_leaves((args, kwargs))
         feeds = self.feeds(module, flat)
         step = Step(self, entry.plan, set(), _cuda_devices(feeds.values()))
@@ -406,12 +408,12 @@ class _StageRun(StageRun):
             with torch.no_grad(), HeldRegistry(free):
                 outs = G.call(st.gm, args)
         self.last = dict(zip(st.outputs, outs))
-        a = [self.last[b] for b in (st.boundary if st.boundary else st.re_outputs)]
-        graph_outs = a
+        out_a: List[torch.Tensor] = [self.last[b] for b in (st.boundary or st.re_outputs)]
+        graph_outs = out_a
         if not st.boundary:  # the last stage: backward from the loss if it returns one
-            scalars = [t for t in a if t.dim() == 0 and t.requires_grad]
-            graph_outs = scalars or a
-        return StageRun.Result(a, saved, graph_outs, leaves, free)
+            scalars = [t for t in out_a if t.dim() == 0 and t.requires_grad]
+            graph_outs = scalars or out_a
+        return StageRun.Result(out_a, saved, graph_outs, leaves, free)
 
 
 def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[Any],

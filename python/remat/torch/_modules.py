@@ -34,6 +34,7 @@ from torch import nn
 import remat
 
 from . import _graph as G
+from ._graph import Args, Kwargs
 from ._executor import Runner, Step, boundary, rng_state_bytes
 from ._memory import PeakMeter
 from ._profile import (RESERVE, RESERVE_PER_OP, StageRun, dense_bytes, keys_of, measure,
@@ -52,26 +53,26 @@ class _Call:
     module: nn.Module
     name: str
     parent: int
-    args: tuple
-    kwargs: dict
+    args: Args
+    kwargs: Kwargs
     output: Any = None
     children: List[int] = dataclasses.field(default_factory=list)
 
 
-def _record_calls(model: nn.Module, args: tuple, kwargs: dict) -> List[_Call]:
+def _record_calls(model: nn.Module, args: Args, kwargs: Kwargs) -> List[_Call]:
     """Every submodule call of model(*args, **kwargs), in call order."""
     calls: List[_Call] = [_Call(model, "", -1, args, kwargs)]
     stack = [0]
     handles = []
 
     def pre(name: str) -> Any:
-        def hook(mod: nn.Module, a: tuple, kw: dict) -> None:
+        def hook(mod: nn.Module, a: Tuple[Any, ...], kw: Kwargs) -> None:
             calls.append(_Call(mod, name, stack[-1], a, kw))
             calls[stack[-1]].children.append(len(calls) - 1)
             stack.append(len(calls) - 1)
         return hook
 
-    def post(mod: nn.Module, a: tuple, kw: dict, out: Any) -> None:
+    def post(mod: nn.Module, a: Tuple[Any, ...], kw: Kwargs, out: Any) -> None:
         calls[stack.pop()].output = out
 
     for name, mod in model.named_modules():
@@ -87,7 +88,7 @@ def _record_calls(model: nn.Module, args: tuple, kwargs: dict) -> List[_Call]:
     return calls
 
 
-def _tensor_slots(args: tuple, kwargs: dict) -> List[Tuple[Any, torch.Tensor]]:
+def _tensor_slots(args: Args, kwargs: Kwargs) -> List[Tuple[Any, torch.Tensor]]:
     """(slot, tensor) for the tensor arguments: slot is an int or a name."""
     out: List[Tuple[Any, torch.Tensor]] = [(i, a) for i, a in enumerate(args)
                                            if isinstance(a, torch.Tensor)]
@@ -159,8 +160,8 @@ class _Block:
         self.in_slots, self.out_leaves = in_slots, out_leaves
 
 
-def _set_slots(args: tuple, kwargs: dict, slots: Sequence[Any], values: Sequence[Any]
-               ) -> Tuple[tuple, dict]:
+def _set_slots(args: Args, kwargs: Kwargs, slots: Sequence[Any], values: Sequence[Any]
+               ) -> Tuple[Args, Kwargs]:
     a, kw = list(args), dict(kwargs)
     for s, v in zip(slots, values):
         if isinstance(s, int):
@@ -170,7 +171,7 @@ def _set_slots(args: tuple, kwargs: dict, slots: Sequence[Any], values: Sequence
     return tuple(a), kw
 
 
-def _get_slots(args: tuple, kwargs: dict, slots: Sequence[Any]) -> List[Any]:
+def _get_slots(args: Args, kwargs: Kwargs, slots: Sequence[Any]) -> List[Any]:
     return [args[s] if isinstance(s, int) else kwargs[s] for s in slots]
 
 
@@ -180,7 +181,7 @@ class ModuleRun(Runner):
     path = "modules"
 
     @classmethod
-    def capture(cls, model: nn.Module, args: tuple, kwargs: dict) -> "ModuleRun":
+    def capture(cls, model: nn.Module, args: Args, kwargs: Kwargs) -> "ModuleRun":
         with _no_trace(model):
             calls = _record_calls(model, args, kwargs)
         run = _longest_run(calls)
@@ -221,7 +222,7 @@ class ModuleRun(Runner):
     def stage_names(self) -> List[str]:
         return ["%d:%s" % (b.index, b.name) for b in self.blocks]
 
-    def cache_key(self, module: nn.Module, args: tuple, kwargs: dict, repeat: int) -> str:
+    def cache_key(self, module: nn.Module, args: Args, kwargs: Kwargs, repeat: int) -> str:
         """Covers the code that runs: the bytecode of every module's forward,
         the module tree, shapes and dtypes of inputs and parameters."""
         h = hashlib.sha256()
@@ -238,7 +239,7 @@ class ModuleRun(Runner):
                      AutocastState().key(), repeat))
 
     # -- running ----------------------------------------------------------------------
-    def run(self, module: nn.Module, entry: Any, args: tuple, kwargs: dict) -> Any:
+    def run(self, module: nn.Module, entry: Any, args: Args, kwargs: Kwargs) -> Any:
         step = Step(self, entry.plan, set(), _cuda(self._device))
         for p in list(self.model.parameters()) + list(self.model.buffers()):
             step.free_storages.add(_fk(p))
@@ -247,7 +248,7 @@ class ModuleRun(Runner):
                 step.free_storages.add(_fk(t))
                 step.watch(t, "an input")
         step.ctx = {}
-        state = {"next": 1, "out": None, "hooks": None}
+        state: Dict[str, Any] = {"next": 1, "out": None, "hooks": None}
         handles = []
         for blk in self.blocks:
             handles.append(blk.module.register_forward_pre_hook(
@@ -268,7 +269,7 @@ class ModuleRun(Runner):
         return out
 
     def _pre(self, step: Step, blk: _Block, state: Dict[str, Any]) -> Any:
-        def hook(mod: nn.Module, args: tuple, kwargs: dict) -> Optional[Tuple[tuple, dict]]:
+        def hook(mod: nn.Module, args: Args, kwargs: Kwargs) -> Optional[Tuple[Args, Kwargs]]:
             j = blk.index
             if state["next"] != j or state["hooks"] is not None:
                 raise G.CaptureError("remat: block %s was called out of the profiled order "
@@ -293,13 +294,14 @@ class ModuleRun(Runner):
                                         [None] * len(blk.in_slots))
             step.ctx[j] = (dargs, dkwargs, [b.detach().clone() for b in blk.module.buffers()])
             step.record_rng(j)
-            state["hooks"] = step.main_stage(j)
-            state["hooks"].__enter__()
+            hooks = step.main_stage(j)
+            hooks.__enter__()
+            state["hooks"] = hooks
             return args, kwargs
         return hook
 
     def _post(self, step: Step, blk: _Block, state: Dict[str, Any]) -> Any:
-        def hook(mod: nn.Module, args: tuple, kwargs: dict, out: Any) -> Any:
+        def hook(mod: nn.Module, args: Args, kwargs: Kwargs, out: Any) -> Any:
             j = blk.index
             state["hooks"].__exit__(None, None, None)
             state["hooks"] = None
@@ -348,7 +350,7 @@ class ModuleRun(Runner):
         return [leaves[i].detach() for i in blk.out_leaves], saved
 
     # -- profiling ------------------------------------------------------------------
-    def profile(self, module: nn.Module, args: tuple, kwargs: dict, repeat: int,
+    def profile(self, module: nn.Module, args: Args, kwargs: Kwargs, repeat: int,
                 progress: Any) -> Tuple[List[Dict[str, Any]], int, int, int]:
         device = self._device
         with _no_trace(self.model):
@@ -385,9 +387,9 @@ class ModuleRun(Runner):
         self.fall_overheads = fall + [0]
         return out, in_bytes, in_grad, held
 
-    def _block_inputs(self, args: tuple, kwargs: dict) -> List[Tuple[tuple, dict]]:
+    def _block_inputs(self, args: Args, kwargs: Kwargs) -> List[Tuple[Args, Kwargs]]:
         """Each block's arguments on the example (no grad, state untouched)."""
-        got: List[Tuple[tuple, dict]] = []
+        got: List[Tuple[Args, Kwargs]] = []
         handles = [b.module.register_forward_pre_hook(
             lambda m, a, kw: got.append((_detached(a), _detached(kw))), with_kwargs=True)
             for b in self.blocks]
@@ -402,7 +404,7 @@ class ModuleRun(Runner):
                 len(got), self.n_stages))
         return got
 
-    def _plain(self, args: tuple, kwargs: dict, repeat: int) -> Dict[str, Any]:
+    def _plain(self, args: Args, kwargs: Kwargs, repeat: int) -> Dict[str, Any]:
         """Plain steps, split by the blocks' hooks into prologue, blocks and
         epilogue: what each part's operators save, the step's time and its
         measured peak. Parameters take part through proxies with a .grad made
@@ -428,13 +430,13 @@ class ModuleRun(Runner):
             return t.detach()
 
         def pre(blk: _Block) -> Any:
-            def hook(m: nn.Module, a: tuple, kw: dict) -> None:
+            def hook(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs) -> None:
                 part[0] = "blocks"
                 held_args.extend(t for s, t in _tensor_slots(a, kw) if s not in blk.in_slots)
             return hook
 
         def post(blk: _Block) -> Any:
-            def hook(m: nn.Module, a: tuple, kw: dict, o: Any) -> None:
+            def hook(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs, o: Any) -> None:
                 if blk.index == self.n_stages:
                     part[0] = "epilogue"
             return hook
@@ -482,7 +484,7 @@ class ModuleRun(Runner):
 
 
 class _BlockRun(StageRun):
-    def __init__(self, prog: ModuleRun, blk: _Block, args: tuple, kwargs: dict) -> None:
+    def __init__(self, prog: ModuleRun, blk: _Block, args: Args, kwargs: Kwargs) -> None:
         self.prog, self.blk, self.args, self.kwargs = prog, blk, args, kwargs
         self.name = "%d:%s" % (blk.index, blk.name)
         self.free = {_fk(t) for t in list(prog.model.parameters()) + list(prog.model.buffers())}

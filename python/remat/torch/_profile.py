@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Dict, Iterable, List, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, Set, Tuple
 
 import torch
 
@@ -37,7 +37,8 @@ RESERVE = 4096
 RESERVE_PER_OP = 64
 
 
-def unique_bytes(tensors: Iterable[torch.Tensor], exclude: Set[FreeKey] = frozenset()) -> int:
+def unique_bytes(tensors: Iterable[torch.Tensor], exclude: AbstractSet[FreeKey] = frozenset()
+                 ) -> int:
     seen: Dict[FreeKey, int] = {}
     for t in tensors:
         s = t.untyped_storage()
@@ -121,7 +122,7 @@ def through_boundary(leaves: List[torch.Tensor]) -> List[torch.Tensor]:
     that gradients from several readers are summed in that node's input
     buffer (out of place), not into a leaf's .grad (in place)."""
     from ._executor import boundary
-    return boundary(None, 0, leaves)  # type: ignore[arg-type]
+    return boundary(None, 0, leaves)
 
 
 def _sync(device: torch.device) -> None:

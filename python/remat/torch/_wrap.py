@@ -16,6 +16,7 @@ from torch import nn
 import remat
 
 from . import _graph as G
+from ._graph import Args, Kwargs
 from ._executor import AutocastState
 from ._progress import Progress
 
@@ -27,9 +28,11 @@ class InputChanged(RuntimeError):
     """An input differs from every profiled one and on_new_input="error"."""
 
 
-def _normalize(args: Sequence[Any], kwargs: Optional[Dict[str, Any]]) -> Tuple[tuple, dict]:
+def _normalize(args: Sequence[Any], kwargs: Optional[Dict[str, Any]]
+               ) -> Tuple[Args, Kwargs]:
     """Keyword arguments in a fixed (sorted) order, so flattening is stable."""
-    return tuple(args), {k: kwargs[k] for k in sorted(kwargs or {})}
+    kw = kwargs or {}
+    return tuple(args), {k: kw[k] for k in sorted(kw)}
 
 
 def _leaf_key(x: Any) -> Any:
@@ -50,7 +53,7 @@ def _state_key(model: nn.Module) -> Tuple[Any, ...]:
     return params, bufs, modes
 
 
-def _cache_dir(cache: Union[bool, str, os.PathLike, None]) -> Optional[str]:
+def _cache_dir(cache: Union[bool, str, "os.PathLike[str]", None]) -> Optional[str]:
     if cache is None or cache is False:
         return None
     if cache is True:
@@ -209,18 +212,18 @@ class RematModule(nn.Module):
         self.last_entry = entry
         return entry.program.run(self, entry, args, kwargs)
 
-    def _wants_grad(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
+    def _wants_grad(self, args: Sequence[Any], kwargs: Kwargs) -> bool:
         if any(p.requires_grad for p in self.parameters()):
             return True
         return any(t.requires_grad for t in pytree.tree_leaves((args, kwargs))
                    if isinstance(t, torch.Tensor))
 
-    def _key(self, args: tuple, kwargs: dict) -> Tuple[Any, ...]:
+    def _key(self, args: Args, kwargs: Kwargs) -> Tuple[Any, ...]:
         flat, spec = pytree.tree_flatten((args, kwargs))
         return (str(spec), tuple(_leaf_key(x) for x in flat), _state_key(self),
                 AutocastState().key())
 
-    def _entry(self, args: tuple, kwargs: dict) -> Entry:
+    def _entry(self, args: Args, kwargs: Kwargs) -> Entry:
         key = self._key(args, kwargs)
         entry = self._remat_entries.get(key)
         if entry is not None:
@@ -266,7 +269,7 @@ class RematModule(nn.Module):
         return "\n".join(lines)
 
 
-def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any]) -> Entry:
+def prepare(module: RematModule, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]) -> Entry:
     """Capture, profile (or load the cached profile) and solve for one input.
     Capture runs under the caller's autocast state, as the step will."""
     progress = Progress("profiling", cfg["progress"])
@@ -280,7 +283,7 @@ def prepare(module: RematModule, args: tuple, kwargs: dict, cfg: Dict[str, Any])
     return entry
 
 
-def _capture(model: nn.Module, args: tuple, kwargs: dict, cfg: Dict[str, Any]
+def _capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
              ) -> Tuple[Any, str, str]:
     """(program, why this path, what a failed export printed). The graph
     path when torch.export captures the model and the graph runs what eager
@@ -346,7 +349,7 @@ def _first_line(e: BaseException) -> str:
     return "%s: %s" % (type(e).__name__, text[0] if text else "")
 
 
-def _profiled(program: Any, module: RematModule, args: tuple, kwargs: dict,
+def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
               cfg: Dict[str, Any], progress: Progress) -> Tuple["remat.Chain", int, Dict[str, Any]]:
     """The program's chain: from the cache when its key matches, else measured."""
     key = program.cache_key(module, args, kwargs, cfg["repeat"])
@@ -379,7 +382,7 @@ def _profiled(program: Any, module: RematModule, args: tuple, kwargs: dict,
     return chain, held, {"cached": None}
 
 
-def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optional[dict] = None,
+def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optional[Kwargs] = None,
                memory: Memory = "8GiB", algorithm: str = "optimal", *,
                slots: Optional[int] = None, segments: Optional[int] = None,
                max_stages: int = 256, repeat: int = 3, cache: Union[bool, str, None] = True,
@@ -421,7 +424,7 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     return wrapped
 
 
-def profile(model: nn.Module, example_args: Any = (), example_kwargs: Optional[dict] = None, *,
+def profile(model: nn.Module, example_args: Any = (), example_kwargs: Optional[Kwargs] = None, *,
             max_stages: int = 256, repeat: int = 3, cache: Union[bool, str, None] = True,
             progress: Optional[bool] = None, capture: str = "auto") -> "remat.Chain":
     """The chain of `model` on the example input, as checkpoint() measures it
