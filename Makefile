@@ -136,6 +136,10 @@ bench: all $(BENCH_BIN)
 	@echo; echo "## json_memory (peak RSS of reading documents)"; echo
 	$(PYTHON) bench/json_memory.py --remat $(BUILD)/remat
 
+# remat.torch on GPT-2 and ResNet-50 (CPU): predicted and measured peaks, step times.
+bench-torch: all
+	REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so $(PYTHON) bench/torch_bench.py
+
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img,
 # and the pictures of `remat plot` the docs show (run from the build tree).
 REMAT_PY = env PYTHONPATH=$(CURDIR)/python REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so \
@@ -152,9 +156,12 @@ figures: all
 	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-optimal.json -o docs/img/timeline_resnet101_optimal.png
 	$(REMAT_PY) plot join examples/join/toy.json --compare -o docs/img/join_toy.png
 
-demo: all
-	./$(BUILD)/remat info examples/resnet101-b16-500.json
-	./$(BUILD)/remat curve examples/resnet101-b16-500.json --points 12
+# The main job as a user gets it: pip installs the package (library inside,
+# the `remat` command on the venv's PATH), then info and the curve of ResNet-101.
+demo:
+	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
+	$(dir $(PYTHON))remat info examples/resnet101-b16-500.json
+	$(dir $(PYTHON))remat curve examples/resnet101-b16-500.json --points 12
 
 deps:
 	sh scripts/deps.sh
