@@ -65,6 +65,7 @@ class PeakMeter:
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             from torch.profiler import ProfilerActivity, profile
+            _prime()
             self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
             with _quiet_stderr():
                 self._prof.__enter__()
@@ -141,3 +142,21 @@ def _quiet_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+_primed = False
+
+
+def _prime() -> None:
+    """PyTorch warns once per process, on stderr, when a block allocated
+    before a profiling session is freed during it, which is what a meter
+    session does by design: have that once-only warning happen quietly."""
+    global _primed
+    if _primed:
+        return
+    _primed = True
+    from torch.profiler import ProfilerActivity, profile
+    block = torch.empty(1024)
+    with _quiet_stderr():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+            del block
