@@ -376,13 +376,16 @@ class ModuleRun(Runner):
         epilogue = {"name": "epilogue", "fwd_time": rest / 3, "bwd_time": 2 * rest / 3,
                     "out_bytes": 0, "saved_bytes": plain["epilogue"],
                     "fwd_overhead": 0, "bwd_overhead": 0}
-        # The epilogue (head, loss) is not measured alone: give its backward
-        # what the chain misses of the plain step's measured peak.
+        # The epilogue (head, loss) is not measured alone. Its backward comes
+        # first: the backward's peak above its start, less the gradient it
+        # hands the last block, bounds it; and it gets what the chain misses
+        # of the plain step's measured peak.
+        epilogue["bwd_overhead"] = max(0, plain["backward_peak"] - out[-1]["grad_bytes"])
         chain = remat.Chain([dict(s, fwd_overhead=f) for s, f in zip(out, fall)] + [epilogue],
                             in_bytes, in_grad)
         predicted = remat.store_all_cost(chain)[0] + plain["prologue"] + plain["held_args"] \
             + plain["outputs"]
-        epilogue["bwd_overhead"] = max(0, plain["peak"] - predicted)
+        epilogue["bwd_overhead"] += max(0, plain["peak"] - predicted)
         out.append(epilogue)
         self.fall_overheads = fall + [0]
         return out, in_bytes, in_grad, held
@@ -443,7 +446,7 @@ class ModuleRun(Runner):
 
         sizes: Dict[str, int] = {}
 
-        def run() -> Any:
+        def run(meter: Optional[PeakMeter] = None) -> Any:
             for k in saved:
                 saved[k] = []
             n_ops[0] = 0
@@ -461,6 +464,8 @@ class ModuleRun(Runner):
             held_args.clear()
             loss = [t for t in out_ts if t.requires_grad and t.dim() == 0] or \
                 [t for t in out_ts if t.requires_grad]
+            if meter is not None:
+                meter.mark()  # the backward starts: the epilogue's backward first
             torch.autograd.backward(loss, [torch.ones_like(t) for t in loss],
                                     inputs=[q for q in params.values() if q.requires_grad])
             return out
@@ -476,11 +481,12 @@ class ModuleRun(Runner):
                 times.append((time.perf_counter() - t0) * 1e3)
                 del out
             with PeakMeter(self._device) as meter:
-                run()
+                run(meter)
         finally:
             for h in handles:
                 h.remove()
-        return dict(sizes, time=sorted(times)[len(times) // 2], ops=n_ops[0], peak=meter.peak)
+        return dict(sizes, time=sorted(times)[len(times) // 2], ops=n_ops[0], peak=meter.peak,
+                    backward_peak=meter.peak_after_mark)
 
 
 class _BlockRun(StageRun):
