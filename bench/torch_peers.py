@@ -86,8 +86,8 @@ SIZES = {
 
 CSV_FIELDS = ["model", "size", "device", "family", "setting", "status", "peak_bytes",
               "step_s", "step_min_s", "step_max_s", "fb_s", "fb_min_s", "fb_max_s", "n_steps",
-              "limit_bytes", "pred_peak_bytes", "pred_fb_ms", "load_min", "load_max", "torch",
-              "date"]
+              "limit_bytes", "pred_peak_bytes", "pred_fb_ms", "load_min", "load_max", "note",
+              "torch", "date"]
 
 
 def loadavg():
@@ -258,6 +258,7 @@ class Point:
         self.peak = None
         self.fb, self.step, self.loads = [], [], []
         self.limit = self.pred_peak = self.pred_fb_ms = None
+        self.note = ""
 
     def label(self):
         return "%s %s" % (self.family, self.setting)
@@ -447,6 +448,7 @@ def remat_points(task, w, cp, family, limits_by_algo):
             else:
                 e = w.last_entry
                 pt.limit, pt.pred_peak, pt.pred_fb_ms = e.limit, e.predicted_peak, e.schedule.time
+                pt.note = "%s path, %d stages" % (e.info["path"], e.chain.n - 1)
             pts.append(pt)
     return pts
 
@@ -584,7 +586,7 @@ def row_of(task, size, device, pt):
             "limit_bytes": fmt(pt.limit), "pred_peak_bytes": fmt(pt.pred_peak),
             "pred_fb_ms": fmt(pt.pred_fb_ms),
             "load_min": fmt(min(pt.loads) if pt.loads else None),
-            "load_max": fmt(max(pt.loads) if pt.loads else None),
+            "load_max": fmt(max(pt.loads) if pt.loads else None), "note": pt.note,
             "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
 
 
@@ -744,7 +746,8 @@ def report(name, rows, out, log):
     if plain:
         print("plain autograd: %.1f MiB, %s s\n" % (plain[0]["peak_bytes"] / MIB, spread(plain[0])))
     print(table(rows))
-    print()
+    notes = sorted({r["note"] for r in good if r.get("note")})
+    print("\nremat's points (%s):\n" % "; ".join(notes or ["-"]))
     print(remat_table(rows))
     for fams, what in ((("remat-optimal", "remat-revolve", "remat-sequential"), "remat"),
                        (("remat-compiled",), "remat-compiled (eager profile)")):
@@ -767,8 +770,9 @@ def parse(argv):
                    help="tiny sizes, 2 rounds, few points: a logic check")
     p.add_argument("--size", choices=sorted(SIZES),
                    help="model sizes (default: cpu, gpu with --device cuda, quick with --quick)")
-    p.add_argument("--methods", default=",".join(FAMILIES),
-                   help="comma-separated families, from %s (default: all)" % ", ".join(FAMILIES))
+    p.add_argument("--methods", help="comma-separated families, from %s (default: all; "
+                   "with --quick all but the two compiled ones, whose compiling takes about a "
+                   "minute each)" % ", ".join(FAMILIES))
     p.add_argument("--rounds", type=int, help="timed steps per point, one per round (default 5)")
     p.add_argument("--warmup", type=int, help="warm-up steps per point (default 2)")
     p.add_argument("--points", type=int, help="evenly spaced remat optimal limits (default 8)")
@@ -785,6 +789,8 @@ def parse(argv):
                    help="no measuring: the PNGs and tables from the CSVs in --out")
     a = p.parse_args(argv)
     a.models = [m for m in a.models.split(",") if m]
+    if a.methods is None:
+        a.methods = ",".join(f for f in FAMILIES if not (a.quick and "compile" in f))
     a.methods = [m for m in a.methods.split(",") if m]
     for m in a.models:
         if m not in MODELS:
