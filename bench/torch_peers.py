@@ -73,9 +73,9 @@ MIB = float(1 << 20)
 # Sizes: a training step takes one to a few seconds on the 2-core CPU ("cpu"),
 # GPU-sized models ("gpu"), and tiny ones for the logic check ("quick").
 SIZES = {
-    "cpu": {"gpt2": dict(layers=8, width=512, heads=8, batch=4, seq=256, vocab=8192),
-            "llama": dict(layers=8, width=512, heads=8, batch=4, seq=256, vocab=8192),
-            "resnet50": dict(base=64, batch=8, image=160, blocks=(3, 4, 6, 3))},
+    "cpu": {"gpt2": dict(layers=8, width=512, heads=8, batch=2, seq=256, vocab=8192),
+            "llama": dict(layers=8, width=512, heads=8, batch=2, seq=256, vocab=8192),
+            "resnet50": dict(base=64, batch=4, image=160, blocks=(3, 4, 6, 3))},
     "gpu": {"gpt2": dict(layers=12, width=768, heads=12, batch=8, seq=1024, vocab=50257),
             "llama": dict(layers=16, width=1024, heads=16, batch=4, seq=1024, vocab=32000),
             "resnet50": dict(base=64, batch=64, image=224, blocks=(3, 4, 6, 3))},
@@ -534,7 +534,7 @@ def run_model(name, args, device, log):
         if "remat" in which:
             cp = Copy(w, w.parameters())
             lims = {"optimal": matched_limits(peers, lows["optimal"], plain, args.points,
-                                              span * 0.02) if args.match
+                                              span * 0.04) if args.match
                     else spaced(lows["optimal"], plain, args.points)}
             for a in ("revolve", "sequential"):
                 lims[a] = spaced(lows[a], plain, args.alt_points + 1)[:-1]
@@ -774,7 +774,8 @@ def parse(argv):
                    "with --quick all but the two compiled ones, whose compiling takes about a "
                    "minute each)" % ", ".join(FAMILIES))
     p.add_argument("--rounds", type=int, help="timed steps per point, one per round (default 5)")
-    p.add_argument("--warmup", type=int, help="warm-up steps per point (default 2)")
+    p.add_argument("--warmup", type=int, help="warm-up steps per point before the step that "
+                   "measures its peak (default 1)")
     p.add_argument("--points", type=int, help="evenly spaced remat optimal limits (default 8)")
     p.add_argument("--alt-points", type=int, help="revolve and sequential limits (default 4)")
     p.add_argument("--compiled-points", type=int, help="remat-compiled limits (default 4)")
@@ -803,7 +804,7 @@ def parse(argv):
     q = a.quick
     a.size = a.size or ("quick" if q else "gpu" if a.device == "cuda" else "cpu")
     a.rounds = a.rounds or (2 if q else 5)
-    a.warmup = a.warmup if a.warmup is not None else (1 if q else 2)
+    a.warmup = a.warmup if a.warmup is not None else 1
     a.points = a.points or (3 if q else 8)
     a.alt_points = a.alt_points or (2 if q else 4)
     a.compiled_points = a.compiled_points or (2 if q else 4)
