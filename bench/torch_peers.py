@@ -25,7 +25,7 @@ Methods, each on its own copy of the same initial weights:
   remat-sequential  each peer's measured memory; revolve and sequential
   remat-compiled  prototype: remat's optimal schedules with the stages' graphs
                   (or the blocks' forwards on the module path) compiled by
-                  torch.compile; the schedule comes from the eager profile
+                  torch.compile, profiled compiled (see reprofile())
 
 Measures of every point:
   * step time, forward + backward + SGD step, and forward + backward alone
@@ -505,6 +505,25 @@ def compile_stages(w):
     return len(prog.blocks), len(prog.blocks)
 
 
+def reprofile(w, task):
+    """Prototype: profiles the compiled stages and solves on that profile, as a
+    compile option of remat.torch.checkpoint would; it uses remat.torch's
+    private _profiled and Entry. The first profile compiles every variant of
+    every stage (with and without grad) and is thrown away."""
+    from remat.torch import _wrap
+    from remat.torch._progress import Progress
+    e = w.last_entry
+    cfg = dict(w.remat_config, cache=False)
+    for _ in range(2):
+        chain, held, _info = _wrap._profiled(e.program, w, task.args, task.kwargs, cfg,
+                                             Progress("profiling", False))
+    new = _wrap.Entry(e.program, chain, held, dict(e.info, cached=None))
+    for key, entry in list(w._remat_entries.items()):
+        if entry is e:
+            w._remat_entries[key] = new
+    w.last_entry = new
+
+
 def registers_held(gm):
     return any(n.op == "call_function" and getattr(n.target, "__name__", "") == "_register_held"
                for n in gm.graph.nodes)
@@ -542,14 +561,18 @@ def run_model(name, args, device, log):
             warm(mine, device, args.warmup, log)
             points += mine
         if "remat-compiled" in which:
+            t = time.perf_counter()
             wc = wrap_remat(task, cache.name, args.quick)  # the same profile, from the cache
             n, total = compile_stages(wc)
-            log("  remat-compiled: %d of %d stages compiled" % (n, total))
+            reprofile(wc, task)
+            e = wc.last_entry
+            log("  remat-compiled: %d of %d stages compiled and profiled (%.1f s), plain "
+                "predicted %.1f MiB" % (n, total, time.perf_counter() - t, e.plain_peak / MIB))
             cp = Copy(wc, wc.parameters())
-            lims = spaced(lows["optimal"], plain, args.compiled_points)
+            lims = spaced(min_limit(wc, "optimal"), e.plain_peak, args.compiled_points)
             mine = remat_points(task, wc, cp, "remat-compiled", {"optimal": lims})
             for pt in mine:
-                pt.setting += " (%d/%d compiled)" % (n, total)
+                pt.note += ", %d compiled" % n
             warm(mine, device, args.warmup, log)
             points += mine
     live = [p for p in points if p.status == "ok"]
@@ -607,10 +630,10 @@ def ok(rows):
     return [r for r in rows if r["status"] == "ok" and r["step_s"] is not None]
 
 
-def remat_at(rows, mem):
+def remat_at(rows, mem, family="remat-optimal"):
     """remat optimal's best median step time among its points that measured
     at most `mem`: (time, row), or None when all measured more."""
-    fit = [r for r in ok(rows) if r["family"] == "remat-optimal" and r["peak_bytes"] <= mem]
+    fit = [r for r in ok(rows) if r["family"] == family and r["peak_bytes"] <= mem]
     if not fit:
         return None
     best = min(fit, key=lambda r: r["step_s"])
@@ -629,8 +652,9 @@ def table(rows):
     """Markdown: every peer point against remat optimal at no more memory."""
     good = ok(rows)
     lines = ["| method | setting | peak MiB | step s, median (min–max) | remat optimal at ≤ "
-             "that memory: step s (its peak MiB) | remat ÷ peer |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+             "that memory: step s (its peak MiB) | remat ÷ peer | remat, compiled stages "
+             "(prototype) at ≤ that memory: step s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     low = min((r["peak_bytes"] for r in good if r["family"] == "remat-optimal"), default=None)
     for r in sorted(good, key=lambda r: (FAMILY_ORDER.get(r["family"], 99), -r["peak_bytes"])):
         if r["family"].startswith("remat"):
@@ -642,11 +666,14 @@ def table(rows):
         else:
             cmp_ = "%s (%.1f)" % (sec(got[0]), got[1]["peak_bytes"] / MIB)
             ratio = "%.3f" % (got[0] / r["step_s"])
-        lines.append("| %s | %s | %.1f | %s | %s | %s |" % (
-            r["family"], r["setting"] or "-", r["peak_bytes"] / MIB, spread(r), cmp_, ratio))
+        comp = remat_at(rows, r["peak_bytes"], "remat-compiled")
+        lines.append("| %s | %s | %.1f | %s | %s | %s | %s |" % (
+            r["family"], r["setting"] or "-", r["peak_bytes"] / MIB, spread(r), cmp_, ratio,
+            sec(comp[0]) if comp else "-"))
     for r in rows:
         if r["status"] != "ok":
-            lines.append("| %s | %s | - | %s | - | - |" % (r["family"], r["setting"], r["status"]))
+            lines.append("| %s | %s | - | %s | - | - | - |" % (
+                r["family"], r["setting"], r["status"]))
     return "\n".join(lines)
 
 
@@ -750,7 +777,7 @@ def report(name, rows, out, log):
     print("\nremat's points (%s):\n" % "; ".join(notes or ["-"]))
     print(remat_table(rows))
     for fams, what in ((("remat-optimal", "remat-revolve", "remat-sequential"), "remat"),
-                       (("remat-compiled",), "remat-compiled (eager profile)")):
+                       (("remat-compiled",), "remat-compiled (prototype)")):
         m = mape(rows, fams)
         if m:
             print("\nMAPE of %s over %d points: time %.1f%%, memory %.1f%%" % (
@@ -778,7 +805,7 @@ def parse(argv):
                    "measures its peak (default 1)")
     p.add_argument("--points", type=int, help="evenly spaced remat optimal limits (default 8)")
     p.add_argument("--alt-points", type=int, help="revolve and sequential limits (default 4)")
-    p.add_argument("--compiled-points", type=int, help="remat-compiled limits (default 4)")
+    p.add_argument("--compiled-points", type=int, help="remat-compiled limits (default 5)")
     p.add_argument("--no-match", dest="match", action="store_false",
                    help="no remat optimal limit at each peer's measured memory")
     p.add_argument("--budgets", help="compile budgets, comma-separated (default 0.0,0.1,...,1.0)")
@@ -807,7 +834,7 @@ def parse(argv):
     a.warmup = a.warmup if a.warmup is not None else 1
     a.points = a.points or (3 if q else 8)
     a.alt_points = a.alt_points or (2 if q else 4)
-    a.compiled_points = a.compiled_points or (2 if q else 4)
+    a.compiled_points = a.compiled_points or (2 if q else 5)
     if a.budgets is None:
         a.budgets = [0.5] if q else [round(0.1 * i, 1) for i in range(11)]
     else:
