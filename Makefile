@@ -32,7 +32,7 @@ BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test asan tsan lint fuzz-smoke check bench figures install deps demo clean wheel \
-        test-installed
+        test-installed peers
 all: $(BUILD)/libremat.a $(BUILD)/libremat.so $(BUILD)/remat
 
 $(BUILD)/obj/%.o: %.c
@@ -139,6 +139,15 @@ bench: all $(BENCH_BIN)
 # remat.torch on GPT-2 and ResNet-50 (CPU): predicted and measured peaks, step times.
 bench-torch: all
 	REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so $(PYTHON) bench/torch_bench.py
+
+# PyTorch's own checkpointing methods against remat.torch on GPT-2, Llama and
+# ResNet-50 (issue 9): CSVs and PNGs into docs/img, the tables of BENCHMARKS.md
+# on stdout. About an hour per model on the 2 shared cores; not part of check.
+# PEERS_ARGS: e.g. --models gpt2, --quick (a logic check), --device cuda.
+PEERS_ARGS ?=
+peers: all
+	PYTHONPATH=$(CURDIR)/python REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so \
+	    $(PYTHON) bench/torch_peers.py $(PEERS_ARGS)
 
 # Regenerates the join (section 6) and offload (section 5) figures in docs/img,
 # and the pictures of `remat plot` the docs show (run from the build tree).

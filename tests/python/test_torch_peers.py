@@ -1,0 +1,46 @@
+"""bench/torch_peers.py --quick on a tiny GPT-2: every eager method runs and
+is measured, remat's points stay within their limits, and the outputs are
+written (a logic check of the benchmark, no timing claim)."""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "torch_peers.py")
+
+
+def run(*args, timeout):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_quick_gpt2(tmp_path):
+    p = run("--quick", "--models", "gpt2", "--threads", "1", "--out", str(tmp_path), timeout=45)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(tmp_path / "torch_peers_gpt2.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["family"] for r in rows} == {
+        "plain", "hf-gc", "ckpt-seq", "sac", "remat-optimal", "remat-revolve", "remat-sequential"}
+    assert all(r["status"] == "ok" and int(r["n_steps"]) == 2 for r in rows), rows
+    peak = {(r["family"], r["setting"]): int(r["peak_bytes"]) for r in rows}
+    plain = peak[("plain", "")]
+    assert peak[("hf-gc", "every 1")] < plain
+    assert peak[("ckpt-seq", "k=3")] < plain
+    for r in rows:
+        if r["family"].startswith("remat"):
+            assert int(r["peak_bytes"]) <= int(r["limit_bytes"]), r
+            assert float(r["pred_fb_ms"]) > 0
+    assert (tmp_path / "torch_peers_gpt2.png").stat().st_size > 10000
+    assert "| remat ÷ peer |" in p.stdout and "MAPE of remat over 7 points" in p.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
+def test_cuda_without_cuda_fails_cleanly(tmp_path):
+    p = run("--device", "cuda", "--models", "gpt2", "--out", str(tmp_path), timeout=45)
+    assert p.returncode == 2
+    assert "CUDA is not available" in p.stderr and "Traceback" not in p.stderr
+    assert not os.listdir(tmp_path)
