@@ -413,7 +413,7 @@ class Step:
         seen = self.n_unpacked.setdefault(j, set())
         seen.add(k)
         if len(seen) >= self.n_packed.get(j, 0):
-            self.stage_backward_done(j)
+            self.stage_backward_done(j, over=False)
         return t
 
     def _start_pass(self) -> None:
@@ -460,9 +460,14 @@ class Step:
         self._frees(st)
         self.pos += 1
 
-    def stage_backward_done(self, j: int) -> None:
-        """Stage j's backward is over: carry out the schedule's B j."""
-        if not self.in_pass or j > self.n or self.bwd_done[j]:
+    def stage_backward_done(self, j: int, over: bool = True) -> None:
+        """Stage j's backward is over (over=False: its last saved tensor is
+        unpacked, its last nodes may still run): carry out the schedule's B j."""
+        if not self.in_pass or j > self.n:
+            return
+        if self.bwd_done[j]:
+            if over:
+                self._copies_after_b()
             return
         steps = self.plan.steps
         while self.pos < len(steps):
@@ -472,10 +477,26 @@ class Step:
             if st.kind == "B":
                 self._finish_b(st)
                 if st.index == j:
+                    if over:
+                        self._copies_after_b()
                     return
             else:
                 self._apply(st)
                 self.pos += 1
+
+    def _copies_after_b(self) -> None:
+        """A B is over and the stage before it goes next: the copy ops that
+        follow it in the schedule (prefetches start as early as the plan
+        says, not at the next stage's first unpack), and what is due before
+        the next B when it comes right after. Compute stays lazy."""
+        if self.copies is None:
+            return
+        steps = self.plan.steps
+        while self.pos < len(steps) and steps[self.pos].kind in OFFLOAD_OPS:
+            self._apply(steps[self.pos])
+            self.pos += 1
+        if self.pos < len(steps) and steps[self.pos].kind == "B":
+            self.copies.before(steps[self.pos].pos)
 
     def _off_plan(self, j: int) -> _Abar:
         """abar[j] from the nearest held checkpoint below j."""
