@@ -220,7 +220,8 @@ class HostLink:
         """dsts[i].copy_(srcs[i]) on lane `direction` (0: to the host, 1: to the
         device), after the compute issued so far and after `after`."""
         name = ("d2h", "h2d")[direction]
-        ids = [t.data_ptr() for t in list(srcs) + list(dsts)]
+        srcs, dsts = list(srcs), list(dsts)  # (the worker empties its own lists)
+        ids = [t.data_ptr() for t in srcs + dsts]
         if self.device.type == "cuda":
             stream = self._streams[direction]
             stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -244,6 +245,11 @@ class HostLink:
             self.note(name + " start", ids)
             for s, d in zip(srcs, dsts):
                 d.copy_(s)
+            # Drop the tensors before the future completes: the worker keeps
+            # this function a little longer, and the waiting release expects
+            # its reference to be the last one.
+            srcs.clear()
+            dsts.clear()
             self.note(name + " end", ids)
         return _CpuTicket(self._lanes[direction].submit(run))
 
