@@ -146,6 +146,9 @@ class OffloadAll:
             return packed
         if not self.cuda:
             return packed[1]
+        for done, _ in self.pending:  # the forward is over: its copies too
+            done.synchronize()
+        self.pending = []
         _, host, ev = packed
         self.h2d.wait_event(ev)
         with torch.cuda.stream(self.h2d):
@@ -173,10 +176,12 @@ def offload_all_context(model, device):
 # -- measuring ----------------------------------------------------------------------------
 
 def measure(fn, device, runs, warmup):
-    """(median step time in ms, measured peak in bytes) of fn() (one step)."""
+    """(median step time in ms, measured peak in bytes) of fn() (one step).
+    The warm-up steps also make the parameters' gradients, so that every
+    measured step adds into them, as training does."""
     import torch
     import remat.torch as rt
-    for _ in range(warmup):
+    for _ in range(max(1, warmup)):
         fn()
     times = []
     for _ in range(runs):
@@ -192,23 +197,12 @@ def measure(fn, device, runs, warmup):
     return statistics.median(times), m.peak
 
 
-def zero_grads(model):
-    import torch
-    for p in model.parameters():
-        if p.requires_grad:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            else:
-                p.grad.zero_()
-
-
 def bench_model(name, device, args, rows):
     import torch
     import remat
     import remat.torch as rt
     smoke = device.type == "cpu"
     model, a, kw = build(name, device, smoke)
-    zero_grads(model)
 
     def plain_step(m=model, ctx=None):
         def run():

@@ -10,7 +10,8 @@ import models as M
 import remat
 import remat.torch as rt
 from remat.torch._offload import OFFLOAD_ALGORITHMS
-from torchkit import copies, measured_peak, same_step, step, wrap, zero_grads
+from torchkit import (assert_same, copies, measured_peak, same_step, state, step, two_backwards,
+                      wrap, zero_grads)
 
 BANDWIDTH = "1GB/s"  # given, so that the schedules do not depend on this machine
 FRACTIONS = (0.4, 0.5, 0.6, 0.7, 0.8)
@@ -117,14 +118,8 @@ def test_unpack_of_a_value_not_prefetched():
 def test_second_backward_with_retain_graph():
     ref, w, args, kwargs = _model("gpt2")
     _offloading(w, "pofo")
-    for m in (ref, w):
-        zero_grads(m)
-        torch.manual_seed(3)
-        loss = m(*args, **kwargs).loss
-        loss.backward(retain_graph=True)
-        loss.backward()
-    for (n, p), q in zip(ref.named_parameters(), w.parameters()):
-        assert torch.equal(p.grad, q.grad), n
+    two_backwards([ref, w], args, kwargs)
+    assert_same(state(ref), state(w))
 
 
 def _per_op(w, args, kwargs):
