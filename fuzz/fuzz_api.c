@@ -135,6 +135,10 @@ static void chain_calls(reader *r, const remat_chain *c, const remat_schedule *s
         remat_exec_ref_format(plan->steps[0].reads[0], ref);
     }
     remat_exec_plan_free(plan);
+    plan = NULL;
+    st = remat_exec_plan_create_timed(c, s, so.bandwidth, &plan, &e);
+    status_ok(st, &e);
+    remat_exec_plan_free(plan);
 
     /* The solvers, kept small: short chains, one thread, small tables. */
     st = remat_chain_to_json(c, &json, NULL);

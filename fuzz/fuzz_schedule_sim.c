@@ -75,10 +75,11 @@ static void simulate(const remat_chain *c, const remat_schedule *s, double bandw
     remat_sim_result_free(r);
 }
 
-static void plan(const remat_chain *c, const remat_schedule *s) {
+static void plan(const remat_chain *c, const remat_schedule *s, double bw) {
     remat_exec_plan *p = NULL;
     remat_error e;
-    remat_status st = remat_exec_plan_create(c, s, &p, &e);
+    remat_status st = bw > 0 ? remat_exec_plan_create_timed(c, s, bw, &p, &e)
+                             : remat_exec_plan_create(c, s, &p, &e);
     if (st != REMAT_OK) {
         check_error(st, &e);
         CHECK(p == NULL);
@@ -90,6 +91,11 @@ static void plan(const remat_chain *c, const remat_schedule *s) {
         CHECK(p->steps[k].n_creates <= REMAT_EXEC_MAX_REFS);
         CHECK(p->steps[k].n_frees <= REMAT_EXEC_MAX_REFS);
         CHECK(p->steps[k].mem_during <= p->peak_bytes);
+        CHECK(p->steps[k].copy_at <= p->n_steps);
+        if (p->steps[k].op.kind == REMAT_OP_OFF || p->steps[k].op.kind == REMAT_OP_PRE)
+            CHECK(p->steps[k].copy_at > k);
+        else
+            CHECK(p->steps[k].copy_at == k);
     }
     remat_exec_plan_free(p);
 }
@@ -136,7 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     double bw = bandwidths[size % (sizeof bandwidths / sizeof *bandwidths)];
     simulate(c, s, bw, 0);
     simulate(c, s, bw, 1);
-    plan(c, s);
+    plan(c, s, 0);
+    plan(c, s, bw);
     remat_schedule_free(s);
     remat_chain_free(c);
     return 0;

@@ -1,5 +1,6 @@
 /* Execution plans: hand-worked schedules and consistency of plans built from
  * solver outputs (every read value exists, every created one is new). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "remat/exec.h"
@@ -157,6 +158,18 @@ static void test_rejects(void) {
     s = parse_ops(off, 5);
     ASSERT_STATUS(remat_exec_plan_create(c, s, &p, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "offload");
+    ASSERT_CONTAINS(e.message, "bandwidth");
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 0, &p, &e), REMAT_E_INPUT);
+    /* With a link: abar[1] is on the host when B 2 reads it. */
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 1000, &p, &e), REMAT_E_INPUT);
+    ASSERT_TRUE(p == NULL);
+    ASSERT_CONTAINS(e.message, "op 3 (B 2)");
+    ASSERT_CONTAINS(e.message, "Pre it first");
+    const double bad_bw[] = {-1, NAN, INFINITY};
+    for (size_t k = 0; k < 3; k++) {
+        ASSERT_STATUS(remat_exec_plan_create_timed(c, s, bad_bw[k], &p, &e), REMAT_E_INPUT);
+        ASSERT_CONTAINS(e.message, "bandwidth");
+    }
     remat_schedule_free(s);
     ASSERT_STATUS(remat_exec_plan_create(NULL, NULL, &p, &e), REMAT_E_INPUT);
     remat_exec_plan_free(NULL);
@@ -253,11 +266,261 @@ static void test_solver_plans(void) {
     ASSERT_TRUE(checked >= 30);
 }
 
+/* The step index of each release before step k of a timed plan, as an
+ * executor finds them: Off steps j < k with copy_at == k. */
+static int released_before(const remat_exec_plan *p, size_t j, size_t k) {
+    return p->steps[j].op.kind == REMAT_OP_OFF && p->steps[j].copy_at == k;
+}
+
+static int prefetched_before(const remat_exec_plan *p, size_t j, size_t k) {
+    return p->steps[j].op.kind == REMAT_OP_PRE && p->steps[j].copy_at == k;
+}
+
+static uint64_t step_overhead(const remat_chain *c, remat_op op) {
+    if (op.kind == REMAT_OP_B) return c->stages[op.index - 1].bwd_overhead;
+    if (op.kind <= REMAT_OP_FALL) return c->stages[op.index - 1].fwd_overhead;
+    return 0;
+}
+
+typedef struct exec_model {
+    const remat_chain *c;
+    size_t n;
+    uint8_t *live; /* [3 (n+1)]: on the device */
+    uint8_t *host; /* [3 (n+1)]: a released offload's copy is on the host */
+    uint64_t mem;
+} exec_model;
+
+static uint8_t *model_at(uint8_t *arr, const exec_model *m, remat_exec_ref r) {
+    return &arr[r.kind * (m->n + 1) + r.index];
+}
+
+static remat_exec_ref op_ref(remat_op op) {
+    remat_exec_ref r = {op.value == REMAT_VALUE_ABAR ? REMAT_EXEC_ABAR : REMAT_EXEC_A, op.index};
+    return r;
+}
+
+/* The releases and prefetch starts of a timed plan before step k. */
+static int model_before(exec_model *m, const remat_exec_plan *p, size_t k) {
+    for (size_t j = 0; j < k && j < p->n_steps; j++) {
+        remat_exec_ref r = op_ref(p->steps[j].op);
+        if (released_before(p, j, k)) {
+            if (!*model_at(m->live, m, r)) return 0;
+            *model_at(m->live, m, r) = 0;
+            *model_at(m->host, m, r) = 1;
+            m->mem -= ref_bytes(m->c, r);
+        }
+        if (prefetched_before(p, j, k)) {
+            if (*model_at(m->live, m, r) || !*model_at(m->host, m, r)) return 0;
+            *model_at(m->live, m, r) = 1;
+            *model_at(m->host, m, r) = 0;
+            m->mem += ref_bytes(m->c, r);
+        }
+    }
+    return 1;
+}
+
+/* Step k itself: reads on the device, creations, frees; for a compute step,
+ * the memory it takes must not pass the simulator's mem_during. */
+static int model_step(exec_model *m, const remat_exec_plan *p, size_t k) {
+    const remat_exec_step *st = &p->steps[k];
+    for (size_t j = 0; j < st->n_reads; j++)
+        if (!*model_at(m->live, m, st->reads[j])) return 0;
+    if (st->op.kind == REMAT_OP_OFF) return st->copy_at > k && st->copy_at <= p->n_steps;
+    if (st->op.kind == REMAT_OP_PRE) /* held from its copy_at on */
+        return st->copy_at > k && *model_at(m->host, m, op_ref(st->op));
+    if (st->op.kind == REMAT_OP_WAIT) return st->copy_at == k;
+    uint64_t add = 0;
+    for (size_t j = 0; j < st->n_creates; j++) {
+        uint8_t *v = model_at(m->live, m, st->creates[j]);
+        if (*v) return 0;
+        *v = 1;
+        add += ref_bytes(m->c, st->creates[j]);
+    }
+    if (st->op.kind != REMAT_OP_DEL && m->mem + add + step_overhead(m->c, st->op) > st->mem_during) {
+        fprintf(stderr, "  step %zu: an executor holds %llu > mem_during %llu\n", k,
+                (unsigned long long)(m->mem + add + step_overhead(m->c, st->op)),
+                (unsigned long long)st->mem_during);
+        return 0;
+    }
+    m->mem += add;
+    for (size_t j = 0; j < st->n_frees; j++) {
+        uint8_t *v = model_at(m->live, m, st->frees[j]);
+        if (!*v) return 0;
+        *v = 0;
+        m->mem -= ref_bytes(m->c, st->frees[j]);
+    }
+    /* A value made again on the device no longer needs its host copy. */
+    for (size_t j = 0; j < st->n_creates; j++) *model_at(m->host, m, st->creates[j]) = 0;
+    return 1;
+}
+
+/* Replays a timed plan as an executor carries it out: before step k the
+ * offloads whose copy_at is k are released and the prefetches whose copy_at
+ * is k take their memory; every read must find its value on the device, and
+ * every compute step's memory stays within the simulator's mem_during. */
+static int timed_plan_consistent(const remat_chain *c, const remat_exec_plan *p) {
+    exec_model m = {c, c->n, calloc(3 * (c->n + 1), 1), calloc(3 * (c->n + 1), 1),
+                    c->input_bytes};
+    int ok = m.live && m.host;
+    if (ok) {
+        m.live[0] = 1;
+        m.live[REMAT_EXEC_D * (c->n + 1) + c->n] = 1;
+    }
+    for (size_t k = 0; k <= p->n_steps && ok; k++) {
+        ok = model_before(&m, p, k) && (k == p->n_steps || model_step(&m, p, k));
+        if (!ok) fprintf(stderr, "  timed plan step %zu inconsistent\n", k);
+    }
+    free(m.live);
+    free(m.host);
+    return ok;
+}
+
+/* Hand-worked: 100 bytes per time unit, abar[1] (100 bytes) goes to the host
+ * during the forward and comes back during the backward. */
+static void test_offload_hand(void) {
+    remat_chain *c = small_chain(3);
+    ASSERT_TRUE(c);
+    const char *ops[] = {"Fall 1", "Off abar[1]", "Fck 2", "Fall 3", "B 3",
+                         "Pre abar[1]", "Fall 2", "B 2", "B 1"};
+    remat_schedule *s = parse_ops(ops, 9);
+    ASSERT_TRUE(s);
+    remat_exec_plan *p = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 100, &p, &e), REMAT_OK);
+    const remat_exec_step *st = p->steps;
+    ASSERT_EQ_INT(p->first_backward, 4);
+    EXPECT_REFS(st[1].reads, st[1].n_reads, "abar[1]");
+    ASSERT_NEAR(st[1].start, 1, 1e-12); /* the copy: 100 bytes at 100/unit */
+    ASSERT_NEAR(st[1].end, 2, 1e-12);
+    /* Fck 2 reads abar[1] while it is copied; Fall 3 starts when the copy has
+     * ended and does not read it: released before Fall 3. */
+    EXPECT_REFS(st[2].reads, st[2].n_reads, "abar[1]");
+    ASSERT_EQ_INT(st[1].copy_at, 3);
+    ASSERT_EQ_U64(st[2].mem_during, 125);
+    ASSERT_EQ_U64(st[3].mem_during, 325); /* 5 + 20 + 300, abar[1] gone */
+    ASSERT_EQ_U64(st[4].mem_during, 345);
+    ASSERT_EQ_U64(st[4].mem_after, 25);
+    /* Pre at t = 5 (the link is free, abar[1] released at 2): taken before Fall 2,
+     * which waits for the copy's end (6). */
+    EXPECT_REFS(st[5].creates, st[5].n_creates, "abar[1]");
+    ASSERT_NEAR(st[5].start, 5, 1e-12);
+    ASSERT_NEAR(st[5].end, 6, 1e-12);
+    ASSERT_EQ_INT(st[5].copy_at, 6);
+    EXPECT_REFS(st[6].reads, st[6].n_reads, "abar[1]");
+    EXPECT_REFS(st[6].creates, st[6].n_creates, "abar[2]");
+    ASSERT_NEAR(st[6].start, 6, 1e-12);
+    ASSERT_EQ_U64(st[6].mem_during, 325);
+    EXPECT_REFS(st[8].frees, st[8].n_frees, "a[0] abar[1] d[1]");
+    for (size_t k = 0; k < 9; k++)
+        if (st[k].op.kind != REMAT_OP_OFF && st[k].op.kind != REMAT_OP_PRE) ASSERT_EQ_INT(st[k].copy_at, k);
+    ASSERT_EQ_U64(p->peak_bytes, 345);
+    ASSERT_NEAR(p->time, 11, 1e-12);
+    ASSERT_NEAR(p->bandwidth, 100, 0);
+    ASSERT_TRUE(timed_plan_consistent(c, p));
+    remat_exec_plan_free(p);
+    remat_schedule_free(s);
+
+    /* A Wait releases the offload: it is the Off's copy_at, and the clock moves. */
+    const char *waits[] = {"Fall 1", "Fck 2", "Off abar[1]", "Wait abar[1]", "Fall 3", "B 3",
+                           "Pre abar[1]", "Fall 2", "B 2", "B 1"};
+    s = parse_ops(waits, 10);
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 100, &p, &e), REMAT_OK);
+    ASSERT_EQ_INT(p->steps[2].copy_at, 3);
+    ASSERT_NEAR(p->steps[3].start, 3, 1e-12);
+    ASSERT_NEAR(p->steps[4].start, 3, 1e-12);
+    ASSERT_EQ_U64(p->steps[4].mem_during, 325);
+    ASSERT_TRUE(timed_plan_consistent(c, p));
+    remat_exec_plan_free(p);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
+/* With a link but no offload op, a timed plan is the plain one. */
+static void test_timed_without_offloads(void) {
+    remat_chain *c = small_chain(3);
+    ASSERT_TRUE(c);
+    const char *ops[] = {"Fck 1", "Fn 2", "Fall 3", "B 3", "Fall 1", "Fall 2", "B 2", "B 1"};
+    remat_schedule *s = parse_ops(ops, 8);
+    remat_exec_plan *p = NULL, *q = NULL;
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, NULL), REMAT_OK);
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 7, &q, NULL), REMAT_OK);
+    ASSERT_EQ_U64(p->peak_bytes, q->peak_bytes);
+    ASSERT_NEAR(p->time, q->time, 1e-12);
+    for (size_t k = 0; k < 8; k++) {
+        const remat_exec_step *a = &p->steps[k], *b = &q->steps[k];
+        ASSERT_TRUE(a->n_reads == b->n_reads && a->n_creates == b->n_creates &&
+                    a->n_frees == b->n_frees);
+        ASSERT_TRUE(memcmp(a->reads, b->reads, a->n_reads * sizeof a->reads[0]) == 0);
+        ASSERT_TRUE(memcmp(a->frees, b->frees, a->n_frees * sizeof a->frees[0]) == 0);
+        ASSERT_EQ_U64(a->mem_during, b->mem_during);
+        ASSERT_EQ_U64(a->mem_after, b->mem_after);
+        ASSERT_NEAR(a->start, b->start, 1e-12);
+        ASSERT_NEAR(a->end, b->end, 1e-12);
+        ASSERT_EQ_INT(b->copy_at, k);
+    }
+    remat_exec_plan_free(p);
+    remat_exec_plan_free(q);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
+/* Plans of the offload solvers' schedules on random chains: consistent as an
+ * executor replays them, with the simulator's peak and time. */
+static void test_offload_solver_plans(void) {
+    test_rng rng = {11};
+    const char *algs[] = {"pofo", "offload-only", "opportunist", "autocapper"};
+    int checked[4] = {0, 0, 0, 0}, offloads = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        test_chain_spec spec = {3 + (size_t)(trial % 7), 60, trial % 2, trial % 3 == 0, 0, 0};
+        remat_chain *c = test_random_chain(&rng, &spec);
+        uint64_t peak = 0;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        for (size_t a = 0; a < 4; a++) {
+            remat_solve_options o;
+            remat_solve_options_init(&o);
+            ASSERT_STATUS(remat_algorithm_parse(algs[a], &o.algorithm, NULL), REMAT_OK);
+            o.memory = peak * (uint64_t)(4 + trial % 5) / 10 + 10;
+            o.bandwidth = 5 + 10.0 * (trial % 4);
+            o.threads = 1;
+            remat_schedule *s = NULL;
+            if (remat_solve(c, &o, &s, NULL) != REMAT_OK) continue; /* infeasible */
+            remat_exec_plan *p = NULL;
+            remat_error e;
+            remat_status st = remat_exec_plan_create_timed(c, s, o.bandwidth, &p, &e);
+            if (st != REMAT_OK) fprintf(stderr, "  %s: %s\n", algs[a], e.message);
+            ASSERT_STATUS(st, REMAT_OK);
+            ASSERT_TRUE(timed_plan_consistent(c, p));
+            remat_sim_options so;
+            remat_sim_options_init(&so);
+            so.bandwidth = o.bandwidth;
+            remat_sim_result *r = NULL;
+            ASSERT_STATUS(remat_simulate(c, s, &so, &r, NULL), REMAT_OK);
+            ASSERT_EQ_U64(p->peak_bytes, r->peak_bytes);
+            ASSERT_LE_U64(p->peak_bytes, o.memory);
+            ASSERT_NEAR(p->time, r->time, 1e-9 * (1 + r->time));
+            for (size_t k = 0; k < p->n_steps; k++) {
+                ASSERT_EQ_U64(p->steps[k].mem_during, r->mem_during[k]);
+                if (p->steps[k].op.kind == REMAT_OP_OFF) offloads++;
+            }
+            remat_sim_result_free(r);
+            checked[a]++;
+            remat_exec_plan_free(p);
+            remat_schedule_free(s);
+        }
+        remat_chain_free(c);
+    }
+    for (size_t a = 0; a < 4; a++) ASSERT_TRUE(checked[a] >= 5);
+    ASSERT_TRUE(offloads >= 20);
+}
+
 static const test_case cases[] = {
     {"hand_schedule", test_hand_schedule},
     {"upgrade_and_noop", test_upgrade_and_noop},
     {"del", test_del},
     {"rejects", test_rejects},
     {"solver_plans", test_solver_plans},
+    {"offload_hand", test_offload_hand},
+    {"timed_without_offloads", test_timed_without_offloads},
+    {"offload_solver_plans", test_offload_solver_plans},
 };
 TEST_MAIN(cases)

@@ -28,7 +28,8 @@ __version__ = _lib.VERSION_STRING
 __all__ = ["Chain", "Schedule", "SimResult", "Plan", "solve", "simulate", "plan", "parse_size",
            "min_memory", "store_all_cost", "RematError", "InputError", "InfeasibleError",
            "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__",
-           "curve", "Curve", "timeline", "Timeline", "Event", "join_curve", "JoinCurve"]
+           "curve", "Curve", "timeline", "Timeline", "Event", "join_curve", "JoinCurve",
+           "bandwidth_per_unit"]
 
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")
@@ -359,10 +360,14 @@ def solve(chain: Chain, memory: Size, algorithm: str = "optimal", slots: int | N
     return Schedule(ptr)
 
 
-def min_memory(chain: Chain, algorithm: str = "optimal", slots: int | None = None) -> int:
-    """Smallest memory limit in bytes for which `algorithm` finds a schedule."""
+def min_memory(chain: Chain, algorithm: str = "optimal", slots: int | None = None,
+               bandwidth: float | str | None = None) -> int:
+    """Smallest memory limit in bytes for which `algorithm` finds a schedule
+    (the offload algorithms with a host link of `bandwidth`, as solve())."""
     cp = _chain_ptr(chain)
     o = _options(0, algorithm, slots, None, 0)
+    if bandwidth is not None:
+        o.bandwidth = bandwidth_per_unit(bandwidth, chain.time_unit)
     out = ctypes.c_uint64()
     _call(_lib.lib.remat_min_memory, cp, ctypes.byref(o), ctypes.byref(out))
     return int(out.value)
@@ -416,20 +421,36 @@ _REF_KIND = {0: "a", 1: "abar", 2: "d"}
 
 
 class Step:
-    """One planned op: .op (text), .kind ("Fn", "Fck", "Fall", "B", "Del"),
-    .index, and .reads/.creates/.frees as ("a"|"abar"|"d", i) pairs."""
+    """One planned op: .op (text), .kind ("Fn", "Fck", "Fall", "B", "Del",
+    "Off", "Pre", "Wait"), .index (its stage or value index), .pos (its place
+    in the plan), .reads/.creates/.frees as ("a"|"abar"|"d", i) pairs,
+    .mem_during/.mem_after, .start/.end (simulated times) and .copy_at: for
+    Off, the step before which the value's device copy is released; for Pre,
+    the step before which the prefetch starts (include/remat/exec.h)."""
 
-    __slots__ = ("op", "kind", "index", "reads", "creates", "frees", "mem_during", "mem_after")
+    __slots__ = ("op", "kind", "index", "pos", "reads", "creates", "frees", "mem_during",
+                 "mem_after", "start", "end", "copy_at")
 
-    def __init__(self, st: _lib.ExecStep) -> None:
+    def __init__(self, st: _lib.ExecStep, pos: int) -> None:
         self.op = _lib.op_text(st.op)
         self.kind = self.op.split()[0]
         self.index = int(st.op.index)
+        self.pos = pos
         self.reads = [(_REF_KIND[r.kind], int(r.index)) for r in st.reads[:st.n_reads]]
         self.creates = [(_REF_KIND[r.kind], int(r.index)) for r in st.creates[:st.n_creates]]
         self.frees = [(_REF_KIND[r.kind], int(r.index)) for r in st.frees[:st.n_frees]]
         self.mem_during = int(st.mem_during)
         self.mem_after = int(st.mem_after)
+        self.start = float(st.start)
+        self.end = float(st.end)
+        self.copy_at = int(st.copy_at)
+
+    @property
+    def value(self) -> tuple[str, int] | None:
+        """The value an Off, Pre or Wait copies or waits for."""
+        if self.kind not in ("Off", "Pre", "Wait"):
+            return None
+        return ("abar" if self.op.split()[1].startswith("abar") else "a", self.index)
 
     def __repr__(self) -> str:
         return "<Step %s reads=%s creates=%s frees=%s>" % (self.op, self.reads, self.creates,
@@ -437,22 +458,30 @@ class Step:
 
 
 class Plan:
-    """An execution plan (include/remat/exec.h), copied into Python."""
+    """An execution plan (include/remat/exec.h), copied into Python;
+    .bandwidth is the host link it was made for (bytes per time unit, 0: none)."""
 
     def __init__(self, p: _lib.ExecPlan) -> None:
-        self.steps = [Step(p.steps[k]) for k in range(p.n_steps)]
+        self.steps = [Step(p.steps[k], k) for k in range(p.n_steps)]
         self.first_backward = int(p.first_backward)
         self.peak_bytes = int(p.peak_bytes)
         self.time = float(p.time)
+        self.bandwidth = float(p.bandwidth)
 
 
-def plan(chain: Chain, schedule: Schedule) -> Plan:
-    """What each op of `schedule` reads, creates and frees on `chain`."""
+def plan(chain: Chain, schedule: Schedule, bandwidth: float | str | None = None) -> Plan:
+    """What each op of `schedule` reads, creates and frees on `chain`. With a
+    host link (`bandwidth`: bytes per time unit or "12GB/s", as solve()),
+    offload ops are planned too (remat_exec_plan_create_timed)."""
     cp = _chain_ptr(chain)
     if not isinstance(schedule, Schedule):
         raise TypeError("schedule: expected a remat.Schedule, got %s" % type(schedule).__name__)
     ptr = ctypes.POINTER(_lib.ExecPlan)()
-    _call(_lib.lib.remat_exec_plan_create, cp, schedule._ptr, ctypes.byref(ptr))
+    if bandwidth is None:
+        _call(_lib.lib.remat_exec_plan_create, cp, schedule._ptr, ctypes.byref(ptr))
+    else:
+        _call(_lib.lib.remat_exec_plan_create_timed, cp, schedule._ptr,
+              bandwidth_per_unit(bandwidth, chain.time_unit), ctypes.byref(ptr))
     try:
         return Plan(ptr.contents)
     finally:

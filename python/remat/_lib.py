@@ -158,13 +158,15 @@ class ExecStep(Structure):
     _fields_ = [("op", Op), ("n_reads", c_size_t), ("reads", ExecRef * EXEC_MAX_REFS),
                 ("n_creates", c_size_t), ("creates", ExecRef * EXEC_MAX_REFS),
                 ("n_frees", c_size_t), ("frees", ExecRef * EXEC_MAX_REFS),
-                ("mem_during", c_uint64), ("mem_after", c_uint64)]
+                ("mem_during", c_uint64), ("mem_after", c_uint64), ("start", c_double),
+                ("end", c_double), ("copy_at", c_size_t)]
 
 
 class ExecPlan(Structure):
     _c_name = "remat_exec_plan"
     _fields_ = [("n_steps", c_size_t), ("steps", POINTER(ExecStep)),
-                ("first_backward", c_size_t), ("peak_bytes", c_uint64), ("time", c_double)]
+                ("first_backward", c_size_t), ("peak_bytes", c_uint64), ("time", c_double),
+                ("bandwidth", c_double)]
 
 
 def package_file(name: str) -> str | None:
@@ -242,6 +244,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "remat_sim_result_free": (None, [P(SimResult)]),
         "remat_exec_plan_create": (c_int, [P(ChainStruct), P(ScheduleStruct), P(P(ExecPlan)),
                                           P(Error)]),
+        "remat_exec_plan_create_timed": (c_int, [P(ChainStruct), P(ScheduleStruct), c_double,
+                                                P(P(ExecPlan)), P(Error)]),
         "remat_exec_plan_free": (None, [P(ExecPlan)]),
     }
     for name, (res, args) in sigs.items():

@@ -30,9 +30,20 @@ void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, con
 /* Escapes s as the inside of a JSON string into b. */
 void remat__buf_json_string(remat__buf *b, const char *s);
 
-/* The timed simulator (Off/Pre/Wait with a host link), simulate_timed.c. */
+/* What the timed simulator decided for one op, for execution plans. */
+typedef struct remat__timed_op {
+    double start, end; /* compute op: when it runs; Off/Pre: the copy; Wait, Del: the clock */
+    /* Off X: the op before which X's device copy was released (n_ops: after the
+     * last op). Pre X: the first op that starts at or after the prefetch
+     * starts (n_ops: none). Other ops: their own index. */
+    size_t at;
+} remat__timed_op;
+
+/* The timed simulator (Off/Pre/Wait with a host link), simulate_timed.c.
+ * `trace` is NULL or an array of s->n_ops entries that it fills for the ops
+ * that ran. */
 remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s,
                                    const remat_sim_options *opt, remat_sim_result *r,
-                                   remat_error *err);
+                                   remat__timed_op *trace, remat_error *err);
 
 #endif

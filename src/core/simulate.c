@@ -193,7 +193,7 @@ remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
     if (!r->mem_during || !r->mem_after)
         st = remat__fail(err, REMAT_E_NOMEM, "simulate: out of memory");
     else if (opt->bandwidth > 0 || opt->record_timeline || has_offload_ops(s))
-        st = remat__simulate_timed(c, s, opt, r, err);
+        st = remat__simulate_timed(c, s, opt, r, NULL, err);
     else
         st = simulate_plain(c, s, r, err);
     if (st != REMAT_OK) {

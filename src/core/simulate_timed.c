@@ -62,6 +62,8 @@ typedef struct timed {
     size_t n_dl, cap_dl;
     size_t *pending; /* indices with an offload in flight */
     size_t n_pending;
+    remat__timed_op *trace; /* NULL, or [n_ops] for execution plans */
+    size_t cur;             /* the op being run (n_ops after the last) */
     double t_c, d2h_free, h2d_free, busy_c, busy_d2h, busy_h2d;
     char why[256];
 } timed;
@@ -108,6 +110,7 @@ static int release(timed *T, size_t i) {
     }
     x->state = CP_HOST;
     x->release = when;
+    if (T->trace) T->trace[x->off_op].at = T->cur;
     T->st.val[i] = REMAT__HELD_NONE; /* st.mem keeps the bytes: see the header */
     drop_pending(T, i);
     return push_delta(T, when, seq, -(int64_t)value_bytes(T->c, i, x->kind));
@@ -412,6 +415,29 @@ static remat_status record_events(timed *T, remat_sim_result *r, size_t ops, rem
     return REMAT_OK;
 }
 
+/* The first op after Pre k that starts at or after the prefetch's start (ops:
+ * how many ran). An executor that takes the prefetch's memory before that op
+ * holds at every op start a subset of what the simulator holds then. */
+static size_t prefetch_start_op(const timed *T, size_t k, double start, size_t ops) {
+    for (size_t m = k + 1; m < ops; m++)
+        if (start <= T->tm[m].at) return m;
+    return T->s->n_ops;
+}
+
+/* Times and op indices of the trace, after pass 1 (release() set the Offs'). */
+static void fill_trace(timed *T, size_t ops) {
+    for (size_t k = 0; k < ops; k++) {
+        remat__timed_op *t = &T->trace[k];
+        uint8_t kind = T->s->ops[k].kind;
+        t->start = T->tm[k].start;
+        t->end = T->tm[k].end;
+        if (kind == REMAT_OP_PRE)
+            t->at = prefetch_start_op(T, k, T->tm[k].start, ops);
+        else if (kind != REMAT_OP_OFF)
+            t->at = k;
+    }
+}
+
 static void timed_free(timed *T) {
     remat__sim_state_free(&T->st);
     free(T->cp);
@@ -422,7 +448,7 @@ static void timed_free(timed *T) {
 
 remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s,
                                    const remat_sim_options *opt, remat_sim_result *r,
-                                   remat_error *err) {
+                                   remat__timed_op *trace, remat_error *err) {
     REMAT__RETURN_IF(!isfinite(opt->bandwidth) || opt->bandwidth < 0, err, REMAT_E_INPUT,
                      "bandwidth: must be a finite number >= 0");
     timed T;
@@ -430,6 +456,7 @@ remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s
     T.c = c;
     T.s = s;
     T.bw = opt->bandwidth;
+    T.trace = trace;
     REMAT__FORWARD(remat__sim_state_init(c, &T.st, err));
     T.cp = remat__calloc(c->n + 1, sizeof *T.cp);
     T.pending = remat__calloc(c->n + 1, sizeof *T.pending);
@@ -440,16 +467,19 @@ remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s
     }
     r->valid = 1;
     size_t ran = 0;
-    for (; ran < s->n_ops; ran++)
+    for (; ran < s->n_ops; ran++) {
+        T.cur = ran;
         if (!run_op(&T, ran)) {
             remat__sim_fail(r, s, ran, T.why);
             break;
         }
+    }
     if (r->valid && T.st.next_b != 0) {
         snprintf(T.why, sizeof T.why, "the schedule ends before B %u", T.st.next_b);
         remat__sim_fail(r, s, s->n_ops, T.why);
     }
     int ok = 1;
+    T.cur = s->n_ops;
     while (ok && T.n_pending) ok = release(&T, T.pending[0]);
     double end = T.t_c;
     if (T.d2h_free > end) end = T.d2h_free;
@@ -458,6 +488,7 @@ remat_status remat__simulate_timed(const remat_chain *c, const remat_schedule *s
     if (ok) ok = memory_sweep(&T, r, ran, opt->record_timeline);
     if (!ok) st = remat__fail(err, REMAT_E_NOMEM, "simulate: out of memory");
     if (st == REMAT_OK && opt->record_timeline) st = record_events(&T, r, ran, err);
+    if (st == REMAT_OK && trace) fill_trace(&T, ran);
     if (st == REMAT_OK && r->valid) {
         r->time = end;
         r->compute_idle = end - T.busy_c;

@@ -13,8 +13,8 @@ from torch import nn
 import models as M
 import remat
 import remat.torch as rt
-from torchkit import assert_same, copies, loss_of, measured_peak, same_step, state, step, wrap, \
-    zero_grads
+from torchkit import assert_same, copies, loss_of, measured_peak, same_step, state, step, \
+    two_backwards, wrap, zero_grads
 
 
 @pytest.fixture(scope="module")
@@ -116,12 +116,7 @@ def test_backward_inputs_computes_only_those(gpt):
 
 def test_retain_graph_second_backward(gpt):
     ref, w, args, kwargs = wrapped(gpt)
-    for m in (ref, w):
-        zero_grads(m)
-        torch.manual_seed(5)
-        loss = m(*args, **kwargs).loss
-        loss.backward(retain_graph=True)
-        loss.backward()
+    two_backwards([ref, w], args, kwargs)
     assert_same(state(ref), state(w))
 
 

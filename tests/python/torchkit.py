@@ -58,6 +58,18 @@ def step(model: torch.nn.Module, args: tuple, kwargs: dict, seed: int = 7) -> to
     return loss.detach()
 
 
+def two_backwards(models: List[torch.nn.Module], args: tuple, kwargs: dict,
+                  seed: int = 5) -> None:
+    """For each model: a forward, then two backwards over its graph (the
+    first with retain_graph)."""
+    for m in models:
+        zero_grads(m)
+        torch.manual_seed(seed)
+        loss = m(*args, **kwargs).loss
+        loss.backward(retain_graph=True)
+        loss.backward()
+
+
 def state(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
     out = {"grad." + n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     out.update({"buf." + n: b.clone() for n, b in model.named_buffers()})

@@ -12,7 +12,9 @@ autograd unpacks it during the backward, the executor runs the schedule up
 to `B j` (recomputing from checkpoints) and hands back the recomputed tensor.
 
 Op semantics (what each op reads, creates and frees) come from the C
-execution plan (`remat.plan`), so they are defined once, in libremat.
+execution plan (`remat.plan`), so they are defined once, in libremat. The
+offload ops (Off, Pre, Wait) of a plan made with a host link are carried out
+by _offload.StepCopies, at the steps the plan names.
 
 Ordering. Autograd runs a stage's backward only after every stage after it:
 the activations crossing each boundary pass through a `_Boundary` node, an
@@ -31,6 +33,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 import torch
 
 import remat
+
+from ._offload import OFFLOAD_OPS, HostLink, Link, StepCopies, make_links
 
 Ref = Tuple[str, int]
 FORWARD_OPS = ("Fn", "Fck", "Fall")
@@ -163,7 +167,7 @@ class Step:
     stages' RNG states and the main forward's saved-tensor metadata."""
 
     def __init__(self, runner: Runner, plan: "remat.Plan", free_storages: Set[Tuple[str, int]],
-                 rng_devices: Sequence[int]) -> None:
+                 rng_devices: Sequence[int], link: Optional[HostLink] = None) -> None:
         self.runner = runner
         self.plan = plan
         self.L = runner.n_stages
@@ -190,6 +194,11 @@ class Step:
         self._fpos = 0
         self._kept_main: List[torch.Tensor] = []
         self.ctx: Any = None
+        # The offload ops' copies, when the plan has some and a host link is given.
+        self.copies: Optional[StepCopies] = None
+        if link is not None and any(st.kind in OFFLOAD_OPS for st in plan.steps):
+            self.copies = StepCopies(link, plan, lambda: self.store, free_storages)
+            self.copies.on_release = self._released
 
     # -- forward ------------------------------------------------------------
     def set_input(self, a0: List[torch.Tensor]) -> None:
@@ -234,6 +243,14 @@ class Step:
 
     def _store_result(self, j: int, a_j: List[torch.Tensor],
                       saved: Optional[List[torch.Tensor]]) -> None:
+        if saved is not None and self.copies is not None:
+            # Views of a[j-1] become Links: offloading or freeing a[j-1] then
+            # frees its memory, and offloading abar[j] does not copy it again.
+            # The list given is emptied: the main run's pack hook, which
+            # autograd keeps as long as the graph, holds it.
+            linked = make_links(saved, self._peek_a(j - 1))
+            saved.clear()
+            saved = linked
         if saved is not None:
             self.store.pop(("a", j), None)
             self.store[("abar", j)] = _Abar(a_j, saved)
@@ -251,6 +268,7 @@ class Step:
                     raise RematRuntimeError(
                         "remat: the schedule runs stage %d forward where the model runs stage %d"
                         % (st.index, j))
+                self._copies_before(st)
                 return
             self._apply(st)
             self._fpos += 1
@@ -262,6 +280,8 @@ class Step:
         self.main_done[j] = True
         kept = self._kept_main
         self._kept_main = []
+        if j == self.L and self.copies is not None and getattr(self.runner, "path", "") == "graph":
+            self.copies.pin(a_j)  # the model's outputs: the caller holds them
         self._store_result(j, [t.detach() for t in a_j],
                            kept if ("abar", j) in st.creates else None)
         self._frees(st)
@@ -281,8 +301,21 @@ class Step:
             self.release()
 
     # -- plan ops -----------------------------------------------------------
+    def _copies_before(self, st: Any) -> None:
+        """The releases and prefetch starts due before step st, and the
+        prefetches it reads waited for."""
+        if self.copies is not None:
+            self.copies.before(st.pos)
+            self.copies.reads_ready(st.reads)
+
     def _apply(self, st: Any) -> None:
         kind, j = st.kind, st.index
+        if kind in OFFLOAD_OPS:
+            if self.copies is not None:
+                self.copies.before(st.pos)
+                self.copies.apply(st)
+            return  # without copies (a replay off the plan) values stay on the device
+        self._copies_before(st)
         if kind in FORWARD_OPS and st.creates:
             if j == self.n:
                 a = self._a(self.L)
@@ -298,16 +331,43 @@ class Step:
             if ref[0] != "d":
                 self.store.pop(tuple(ref), None)
 
+    def _value(self, ref: Ref) -> Any:
+        """The value of ref on the device, ready to read (its prefetch waited
+        for; on the host and not stored: copied back), or None."""
+        if self.copies is not None:
+            return self.copies.get(ref)
+        return self.store.get(ref)
+
     def _a(self, i: int) -> List[torch.Tensor]:
+        refs = [r for r in (("a", i), ("abar", i)) if r in self.store] or [("a", i), ("abar", i)]
+        for ref in refs:  # a stored value first; else one on the host
+            v = self._value(ref)
+            if v is not None:
+                a: List[torch.Tensor] = v if ref[0] == "a" else v.a
+                return a
+        if i == 0:
+            return self._input()
+        raise RematRuntimeError("remat: a[%d] is not held where the schedule reads it" % i)
+
+    def _peek_a(self, i: int) -> List[torch.Tensor]:
+        """a[i]'s tensors as stored, without waiting for a copy."""
         if ("a", i) in self.store:
             a: List[torch.Tensor] = self.store[("a", i)]
             return a
         if ("abar", i) in self.store:
             ab: _Abar = self.store[("abar", i)]
             return ab.a
-        if i == 0:
-            return self.a0
-        raise RematRuntimeError("remat: a[%d] is not held where the schedule reads it" % i)
+        return self.a0 if i == 0 else []
+
+    def _input(self) -> List[torch.Tensor]:
+        """a[0], copied back if the schedule offloaded it."""
+        if self.copies is not None and self.copies.on_host(("a", 0)):
+            self.a0 = self.copies.get(("a", 0)) or []
+        return self.a0
+
+    def _released(self, ref: Ref) -> None:
+        if ref == ("a", 0):
+            self.a0 = []  # the store held the other reference
 
     def _recompute(self, j: int, keep: bool, a_prev: Optional[List[torch.Tensor]] = None
                    ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
@@ -352,10 +412,15 @@ class Step:
             t = ab.saved[k]
         else:  # autograd unpacks each saved tensor once: free it after its node, as eager
             ab.saved[k] = None
+            if isinstance(t, Link):  # a view of a[j-1], held for B j
+                try:
+                    t = t.resolve(self._a(j - 1))
+                except RematRuntimeError:
+                    t = self._off_plan(j).saved[k]
         seen = self.n_unpacked.setdefault(j, set())
         seen.add(k)
         if len(seen) >= self.n_packed.get(j, 0):
-            self.stage_backward_done(j)
+            self.stage_backward_done(j, over=False)
         if t is None:
             raise RematRuntimeError("remat: stage %d's saved tensor %d is gone" % (j, k))
         return t
@@ -367,16 +432,18 @@ class Step:
         self.n_unpacked = {}
         self.bwd_done = [False] * (self.n + 1)
         if self.passes > 0:  # a second backward (retain_graph): replay from a[0]
-            self.store = {("a", 0): self.a0}
+            if self.copies is not None:  # off the plan: everything stays on the device
+                self.copies.enabled = False
+            self.store = {("a", 0): self._input()}
             for st in self.forward_ops():
                 self._apply(st)
         self.passes += 1
 
     def _ensure(self, j: int) -> _Abar:
         """abar[j], running the schedule until B j if needed."""
-        held: Optional[_Abar] = self.store.get(("abar", j))
-        if held is not None:
-            return held
+        if ("abar", j) in self.store:  # (on the host: the schedule may prefetch it below)
+            stored: _Abar = self._value(("abar", j))
+            return stored
         if j in self.extra:
             return self.extra[j]
         steps = self.plan.steps
@@ -384,6 +451,7 @@ class Step:
             st = steps[self.pos]
             if st.kind == "B":
                 if st.index == j:
+                    self._copies_before(st)
                     break
                 if st.index < j:  # B j is behind us: off the plan
                     break
@@ -391,17 +459,25 @@ class Step:
                 continue
             self._apply(st)
             self.pos += 1
-        held = self.store.get(("abar", j))
-        return held if held is not None else self._off_plan(j)
+        ab: Optional[_Abar] = self._value(("abar", j))
+        if ab is not None:
+            return ab
+        return self._off_plan(j)
 
     def _finish_b(self, st: Any) -> None:
+        self._copies_before(st)
         self.bwd_done[st.index] = True
         self._frees(st)
         self.pos += 1
 
-    def stage_backward_done(self, j: int) -> None:
-        """Stage j's backward is over: carry out the schedule's B j."""
-        if not self.in_pass or j > self.n or self.bwd_done[j]:
+    def stage_backward_done(self, j: int, over: bool = True) -> None:
+        """Stage j's backward is over (over=False: its last saved tensor is
+        unpacked, its last nodes may still run): carry out the schedule's B j."""
+        if not self.in_pass or j > self.n:
+            return
+        if self.bwd_done[j]:
+            if over:
+                self._copies_after_b()
             return
         steps = self.plan.steps
         while self.pos < len(steps):
@@ -411,10 +487,26 @@ class Step:
             if st.kind == "B":
                 self._finish_b(st)
                 if st.index == j:
+                    if over:
+                        self._copies_after_b()
                     return
             else:
                 self._apply(st)
                 self.pos += 1
+
+    def _copies_after_b(self) -> None:
+        """A B is over and the stage before it goes next: the copy ops that
+        follow it in the schedule (prefetches start as early as the plan
+        says, not at the next stage's first unpack), and what is due before
+        the next B when it comes right after. Compute stays lazy."""
+        if self.copies is None:
+            return
+        steps = self.plan.steps
+        while self.pos < len(steps) and steps[self.pos].kind in OFFLOAD_OPS:
+            self._apply(steps[self.pos])
+            self.pos += 1
+        if self.pos < len(steps) and steps[self.pos].kind == "B":
+            self.copies.before(steps[self.pos].pos)
 
     def _off_plan(self, j: int) -> _Abar:
         """abar[j] from the nearest held checkpoint below j."""
@@ -432,12 +524,17 @@ class Step:
     def end_pass(self) -> None:
         """Autograd's callback at the end of a backward pass."""
         self.in_pass = False
+        if self.copies is not None:  # a[0]'s host copy stays for a second backward
+            self.copies.finish(keep_host=[("a", 0)])
         self.store = {}
         self.extra = {}
 
     def release(self) -> None:
         """No saved tensor of this step is left: drop everything."""
         self.released = True
+        if self.copies is not None:
+            self.copies.close()
+            self.copies = None
         self.store = {}
         self.extra = {}
         self.a0 = []

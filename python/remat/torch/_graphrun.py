@@ -138,7 +138,7 @@ class GraphRun(Runner):
     def run(self, module: torch.nn.Module, entry: Any, args: Args, kwargs: Kwargs) -> Any:
         flat = pytree.tree_leaves((args, kwargs))
         feeds = self.feeds(module, flat)
-        step = Step(self, entry.plan, set(), _cuda_devices(feeds.values()))
+        step = Step(self, entry.plan, set(), _cuda_devices(feeds.values()), entry.link)
         outs = self.forward(step, feeds)
         return pytree.tree_unflatten(outs, self.out_spec)
 

@@ -32,7 +32,8 @@ class PeakMeter:
     sum after each allocation event, in time order). mark() inside the block
     cuts the time into segments: `.segment_peaks[k]` is the peak of the
     segment after the k-th mark above the bytes in use at that mark
-    (`.peak_after_mark` is the last one's)."""
+    (`.peak_after_mark` is the last one's); `.mark_levels[k]` is the bytes in
+    use at the k-th mark, above the start."""
 
     def __init__(self, device: Any = "cpu") -> None:
         self.device = torch.device(device)
@@ -40,6 +41,7 @@ class PeakMeter:
         self.end = 0
         self.peak_after_mark = 0
         self.segment_peaks: List[int] = []
+        self.mark_levels: List[int] = []
         self.timeline: List[int] = []
         self._prof: Any = None
         self._start = 0
@@ -53,6 +55,7 @@ class PeakMeter:
             if self._mark_at is not None:
                 self.segment_peaks.append(top - self._mark_at)
             self._mark_at = torch.cuda.memory_allocated(self.device)
+            self.mark_levels.append(self._mark_at - self._start)
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             with torch.profiler.record_function(_MARK):
@@ -90,11 +93,13 @@ class PeakMeter:
         after = 0
         timeline = []
         segments = []
+        levels = []
         for _, nb in events:
             if nb is None:  # a mark
                 if at_mark is not None:
                     segments.append(after - at_mark)
                 at_mark = after = cur
+                levels.append(cur)
                 continue
             cur += nb
             timeline.append(cur)
@@ -105,6 +110,7 @@ class PeakMeter:
             segments.append(after - at_mark)
         self.peak, self.end, self.timeline = peak, cur, timeline
         self.segment_peaks = segments
+        self.mark_levels = levels
         self.peak_after_mark = segments[-1] if segments else 0
         self._prof = None
 

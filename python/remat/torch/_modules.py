@@ -240,7 +240,7 @@ class ModuleRun(Runner):
 
     # -- running ----------------------------------------------------------------------
     def run(self, module: nn.Module, entry: Any, args: Args, kwargs: Kwargs) -> Any:
-        step = Step(self, entry.plan, set(), _cuda(self._device))
+        step = Step(self, entry.plan, set(), _cuda(self._device), entry.link)
         for p in list(self.model.parameters()) + list(self.model.buffers()):
             step.free_storages.add(_fk(p))
         for t in pytree.tree_leaves((args, kwargs)):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -18,9 +19,11 @@ import remat
 from . import _graph as G
 from ._graph import Args, Kwargs
 from ._executor import AutocastState
+from ._offload import OFFLOAD_ALGORITHMS, HostLink
 from ._progress import Progress
 
 Memory = Union[int, float, str]
+Bandwidth = Union[None, int, float, str]
 PROFILE_VERSION = 1
 
 
@@ -83,6 +86,8 @@ class Entry:
         self.limit = 0
         self.predicted_peak = 0
         self.chain_fall = self._fall_chain()
+        self.bandwidth = 0.0   # the host link of the schedule, bytes per chain time unit
+        self.link: Optional[HostLink] = None  # its copy engine, made for offload schedules
 
     def _fall_chain(self) -> "remat.Chain":
         """The chain with each stage's forward overhead as a Fall pays it.
@@ -107,15 +112,44 @@ class Entry:
     def _predict(self, sched: "remat.Schedule") -> int:
         """Peak of `sched`, each op with its own forward overhead (libremat's
         simulator on both chains; ops other than Fall are the same in both)."""
-        every = remat.simulate(self.chain, sched)
-        fall = remat.simulate(self.chain_fall, sched)
+        every = remat.simulate(self.chain, sched, self.bandwidth)
+        fall = remat.simulate(self.chain_fall, sched, self.bandwidth)
         kinds = [op.split()[0] for op in sched.ops]
         during = [f if k == "Fall" else e
                   for k, e, f in zip(kinds, every.mem_during, fall.mem_during)]
         return max(during + [self.chain.input_bytes]) + self.held
 
+    def link_bandwidth(self, bandwidth: Bandwidth) -> float:
+        """Bytes per time unit of the chain: `bandwidth` given in bytes per
+        second or as "24GB/s", or measured ("auto", None) once and kept in the
+        profile's metadata (and its cache file)."""
+        if isinstance(bandwidth, str) and bandwidth != "auto":
+            return remat.bandwidth_per_unit(bandwidth, self.chain.time_unit)
+        if bandwidth is not None and bandwidth != "auto":
+            return remat.bandwidth_per_unit("%d/s" % int(bandwidth), self.chain.time_unit)
+        prof = self.chain.meta.setdefault("profile", {})
+        if not prof.get("link"):
+            prof["link"] = self._link().measure()
+            path = self.info.get("profile_path")
+            if path:
+                try:
+                    self.chain.save(path)
+                except (OSError, remat.RematError) as e:
+                    warnings.warn("remat: cannot update the profile cache %s: %s" % (path, e),
+                                  stacklevel=4)
+        return remat.bandwidth_per_unit("%d/s" % int(prof["link"]["bytes_per_s"]),
+                                        self.chain.time_unit)
+
+    def _link(self) -> HostLink:
+        if self.link is None:
+            self.link = HostLink(self.program.device)
+        return self.link
+
     def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
-              segments: Optional[int], progress: Progress) -> None:
+              segments: Optional[int], progress: Progress, bandwidth: Bandwidth = None) -> None:
+        offload = algorithm in OFFLOAD_ALGORITHMS
+        bw = self.link_bandwidth(bandwidth) if offload else None
+        self.bandwidth = bw or 0.0
         if isinstance(memory, float):
             if not memory > 0:
                 raise ValueError("remat.torch.checkpoint: memory=%r: a fraction must be > 0"
@@ -131,9 +165,10 @@ class Entry:
         every_fits = self._predict(every) <= limit
         try:
             if budget < 0:
-                raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots))
+                raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots,
+                                                                 bandwidth=bw))
             sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
-                                segments=segments)
+                                segments=segments, bandwidth=bw)
         except remat.InfeasibleError as e:
             if not every_fits:
                 need = min((e.min_memory or 0) + self.held, self.plain_peak)
@@ -148,7 +183,9 @@ class Entry:
             sched = every
         peak = self._predict(sched)
         self.schedule = sched
-        self.plan = remat.plan(self.chain, sched)
+        self.plan = remat.plan(self.chain, sched, bandwidth=bw)
+        if offload:
+            self._link()
         self.limit = limit
         self.predicted_peak = peak
 
@@ -239,16 +276,20 @@ class RematModule(nn.Module):
         return entry
 
     def set_memory(self, memory: Memory, algorithm: Optional[str] = None,
-                   slots: Optional[int] = None, segments: Optional[int] = None) -> None:
-        """Solves again for another limit (and algorithm), keeping the profiles:
-        every input prepared so far, and those to come, run by it."""
+                   slots: Optional[int] = None, segments: Optional[int] = None,
+                   bandwidth: Bandwidth = None) -> None:
+        """Solves again for another limit (and algorithm, host link), keeping
+        the profiles: every input prepared so far, and those to come, run by it."""
         cfg = self.remat_config
         cfg.update(memory=memory, algorithm=algorithm or cfg["algorithm"],
                    slots=slots if slots is not None else cfg["slots"],
-                   segments=segments if segments is not None else cfg["segments"])
+                   segments=segments if segments is not None else cfg["segments"],
+                   bandwidth=_check_bandwidth(bandwidth) if bandwidth is not None
+                   else cfg["bandwidth"])
         progress = Progress("solving", cfg["progress"])
         for entry in self._remat_entries.values():
-            entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress)
+            entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress,
+                        cfg["bandwidth"])
         progress.close()
 
     # -- what happened ------------------------------------------------------------------
@@ -266,6 +307,11 @@ class RematModule(nn.Module):
                              _human(e.limit), _human(e.predicted_peak), _human(e.held),
                              _human(e.plain_peak), e.schedule.time, e.chain.time_unit,
                              remat.store_all_cost(e.chain)[1]))
+        if e.bandwidth and e.plan is not None:
+            n_off = sum(1 for st in e.plan.steps if st.kind == "Off")
+            lines.append("host link %s/s (%s); %d offloads per step" % (
+                _human(e.bandwidth / remat.bandwidth_per_unit("1/s", e.chain.time_unit)),
+                "measured" if e.chain.meta.get("profile", {}).get("link") else "given", n_off))
         return "\n".join(lines)
 
 
@@ -278,7 +324,8 @@ def prepare(module: RematModule, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
     chain, held, info = _profiled(program, module, args, kwargs, cfg, progress)
     info.update(path=program.path, why=why, export_log=export_log)
     entry = Entry(program, chain, held, info)
-    entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress)
+    entry.solve(cfg["memory"], cfg["algorithm"], cfg["slots"], cfg["segments"], progress,
+                cfg["bandwidth"])
     progress.close()
     return entry
 
@@ -362,7 +409,7 @@ def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
             chain = remat.Chain.load(path)
             p = chain.meta.get("profile", {})
             if p.get("key") == key and p.get("stages") == program.stage_names():
-                return chain, int(p["held_bytes"]), {"cached": path}
+                return chain, int(p["held_bytes"]), {"cached": path, "profile_path": path}
         except (remat.RematError, KeyError, ValueError):
             pass
     stages, in_bytes, in_grad, held = program.profile(module, args, kwargs, cfg["repeat"],
@@ -379,7 +426,7 @@ def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
             chain.save(path)  # atomic: a reader never sees half a profile
         except (OSError, remat.RematError) as e:
             warnings.warn("remat: cannot write the profile cache %s: %s" % (path, e), stacklevel=4)
-    return chain, held, {"cached": None}
+    return chain, held, {"cached": None, "profile_path": path}
 
 
 def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optional[Kwargs] = None,
@@ -387,7 +434,7 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
                slots: Optional[int] = None, segments: Optional[int] = None,
                max_stages: int = 256, repeat: int = 3, cache: Union[bool, str, None] = True,
                progress: Optional[bool] = None, on_new_input: str = "profile",
-               capture: str = "auto") -> RematModule:
+               capture: str = "auto", bandwidth: Bandwidth = None) -> RematModule:
     """`model` wrapped to train within `memory` by a checkpointing schedule.
 
     memory: bytes (int), a size such as "8GiB", or a float: that fraction of
@@ -400,6 +447,10 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     dtypes, devices, autocast or parameter state differ is profiled again
     (on_new_input="profile") or refused (on_new_input="error").
     capture: "auto" (torch.export, else module-level stages), "graph", "modules".
+    bandwidth: the host link of the offloading algorithms ("pofo",
+    "offload-only", "opportunist", "autocapper"): "auto" or None (measured
+    once, pinned copies on CUDA, the copy worker on CPU, and kept with the
+    profile), bytes per second, or a text such as "24GB/s".
     max_stages: longer chains are shortened by merging adjacent stages.
     cache: True (~/.cache/remat, or $XDG_CACHE_HOME/remat), a directory, or
     False: where profiles are kept on disk.
@@ -414,7 +465,8 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
         example_args = (example_args,)
     cfg = {"memory": memory, "algorithm": algorithm, "slots": slots, "segments": segments,
            "max_stages": int(max_stages), "repeat": int(repeat), "cache": cache,
-           "progress": progress, "on_new_input": on_new_input, "capture": capture}
+           "progress": progress, "on_new_input": on_new_input, "capture": capture,
+           "bandwidth": _check_bandwidth(bandwidth)}
     wrapped = RematModule(model, cfg)
     if example_args or example_kwargs:
         args, kwargs = _normalize(example_args, example_kwargs)
@@ -437,7 +489,8 @@ def profile(model: nn.Module, example_args: Any = (), example_kwargs: Optional[K
         example_args = (example_args,)
     cfg = {"memory": 1.0, "algorithm": "store-all", "slots": None, "segments": None,
            "max_stages": int(max_stages), "repeat": int(repeat), "cache": cache,
-           "progress": progress, "on_new_input": "profile", "capture": capture}
+           "progress": progress, "on_new_input": "profile", "capture": capture,
+           "bandwidth": None}
     args, kwargs = _normalize(example_args, example_kwargs)
     module = RematModule(model, cfg)
     prog = Progress("profiling", progress)
@@ -446,3 +499,26 @@ def profile(model: nn.Module, example_args: Any = (), example_kwargs: Optional[K
         chain, _, _ = _profiled(program, module, args, kwargs, cfg, prog)
     prog.close()
     return chain
+
+
+def _check_bandwidth(bandwidth: Bandwidth) -> Bandwidth:
+    """bandwidth as checkpoint() takes it: None, "auto", bytes per second > 0,
+    or a "SIZE/s" text (checked by libremat's size rules)."""
+    if bandwidth is None or bandwidth == "auto":
+        return bandwidth
+    if isinstance(bandwidth, str):
+        remat.bandwidth_per_unit(bandwidth, "s")  # raises remat.InputError naming it
+        if not bandwidth.strip().endswith("/s"):
+            raise ValueError("remat.torch.checkpoint: bandwidth=%r: give \"auto\", bytes per "
+                             "second, or a text such as \"24GB/s\"" % bandwidth)
+        return bandwidth
+    if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or \
+            not 0 < bandwidth < 1e300:
+        raise ValueError("remat.torch.checkpoint: bandwidth=%r: give \"auto\", bytes per "
+                         "second > 0, or a text such as \"24GB/s\"" % (bandwidth,))
+    return bandwidth
+
+
+def _json(obj: Any) -> str:
+    text: str = json.dumps(obj, sort_keys=True, default=str)
+    return text

@@ -1,0 +1,205 @@
+"""Offload schedules (pofo, offload-only, opportunist, autocapper) run by the
+executor with asynchronous copies (CPU: copy worker threads): gradients
+bitwise equal to plain autograd, the measured peak within the limit, the
+SPEC's release rules under slowed-down copies, the memory of every op
+against the timed simulator's prediction, and the bandwidth option."""
+import pytest
+import torch
+
+import models as M
+import remat
+import remat.torch as rt
+from remat.torch._offload import OFFLOAD_ALGORITHMS
+from torchkit import (assert_same, copies, measured_peak, same_step, state, step, two_backwards,
+                      wrap, zero_grads)
+
+BANDWIDTH = "1GB/s"  # given, so that the schedules do not depend on this machine
+FRACTIONS = (0.4, 0.5, 0.6, 0.7, 0.8)
+_MODELS = {}
+
+
+def _model(name):
+    """(plain model, wrapped copy, args, kwargs), profiled once per module."""
+    if name not in _MODELS:
+        torch.manual_seed(0)
+        model, args, kwargs = M.ALL[name]()
+        ref, base = copies(model)
+        _MODELS[name] = (ref, wrap(base, args, kwargs), args, kwargs)
+    return _MODELS[name]
+
+
+def _offloading(w, algorithm, bandwidth=BANDWIDTH):
+    """Solves with the first limit (a fraction of plain autograd's peak) at
+    which the algorithm's schedule moves something to the host."""
+    for frac in FRACTIONS:
+        try:
+            w.set_memory(frac, algorithm=algorithm, bandwidth=bandwidth)
+        except remat.InfeasibleError:
+            continue
+        e = w.last_entry
+        if any(st.kind == "Off" for st in e.plan.steps):
+            return e
+    pytest.fail("%s offloads nothing at %s" % (algorithm, FRACTIONS))
+
+
+@pytest.mark.parametrize("algorithm", OFFLOAD_ALGORITHMS)
+@pytest.mark.parametrize("name", ["gpt2", "resnet50", "pairnet"])
+def test_offload_schedule_runs(name, algorithm):
+    ref, w, args, kwargs = _model(name)
+    e = _offloading(w, algorithm)
+    assert e.bandwidth == pytest.approx(1e6)  # 1 GB/s in bytes per ms
+    same_step(ref, w, args, kwargs)
+    same_step(ref, w, args, kwargs)  # host buffers reused from the pool
+    allocated = e.link.pool.allocations
+    peak = measured_peak(w, args, kwargs)
+    measured_peak(ref, args, kwargs)  # the same number of steps: BatchNorm stays in step
+    assert peak <= e.limit, "%s/%s: measured %d > limit %d" % (name, algorithm, peak, e.limit)
+    assert e.link.pool.allocations == allocated, "a step allocated host buffers again"
+    assert e.link.pool.lent == 0
+
+
+def _open_copies_ok(log):
+    """No release of a device buffer and no return of a host buffer to the
+    pool while a copy that reads or writes it has started and not ended; a
+    host buffer is lent again only after its copies ended."""
+    open_ = {}
+    checked = 0
+    for _, what, ids in log:
+        if what.endswith(" start"):
+            for p in ids:
+                open_[p] = open_.get(p, 0) + 1
+        elif what.endswith(" end"):
+            for p in ids:
+                open_[p] -= 1
+        else:  # release, give, take
+            busy = [p for p in ids if open_.get(p, 0)]
+            assert not busy, "%s of %s while a copy uses it" % (what, busy)
+            checked += len(ids)
+    return checked
+
+
+def test_slow_copies_keep_the_rules():
+    """Copies slowed down (each sleeps 20 ms first) widen every race window:
+    the executor must still wait for an offload before releasing its device
+    copy, for the host copy before a prefetch reads it, for a prefetch
+    before compute reads it, and for a prefetch before its host buffer goes
+    back to the pool (which the test fills with 0xFF, so a late reader
+    shows); the gradients stay bitwise equal."""
+    ref, w, args, kwargs = _model("gpt2")
+    e = _offloading(w, "pofo")
+    link = e.link
+    link.delay, link.log, link.pool.poison = 0.02, [], True
+    try:
+        for _ in range(2):
+            same_step(ref, w, args, kwargs)
+    finally:
+        link.delay, link.pool.poison = 0.0, False
+    log, link.log = link.log, None
+    n_off = sum(1 for st in e.plan.steps if st.kind == "Off")
+    assert sum(1 for _, what, _ in log if what == "d2h end") == 2 * n_off
+    assert sum(1 for _, what, _ in log if what == "release") == 2 * n_off
+    assert _open_copies_ok(log) > 0
+
+
+def test_unpack_of_a_value_not_prefetched():
+    """A value autograd needs that no Pre brought back is copied at once."""
+    ref, w, args, kwargs = _model("pairnet")
+    e = _offloading(w, "pofo")
+    pres = [st for st in e.plan.steps if st.kind == "Pre"]
+    assert pres
+    for st in pres:  # never started
+        st.copy_at = len(e.plan.steps)
+    try:
+        same_step(ref, w, args, kwargs)
+    finally:
+        w.set_memory(0.5, algorithm="optimal")
+
+
+def test_second_backward_with_retain_graph():
+    ref, w, args, kwargs = _model("gpt2")
+    _offloading(w, "pofo")
+    two_backwards([ref, w], args, kwargs)
+    assert_same(state(ref), state(w))
+
+
+def _per_op(w, args, kwargs):
+    """Measured memory per step of the plan: (bytes in use at the step's start,
+    peak until the next step), above the step's start, from the profiler's
+    allocation events (PeakMeter), one mark where the executor reaches each step."""
+    e = w.last_entry
+    step(w, args, kwargs)
+    zero_grads(w)
+    with rt.PeakMeter() as m:
+        e.link.on_step = lambda k: m.mark()
+        try:
+            step(w, args, kwargs)
+        finally:
+            e.link.on_step = None
+    n = len(e.plan.steps)
+    return [(m.mark_levels[k], m.mark_levels[k] + m.segment_peaks[k]) for k in range(n)], m.peak
+
+
+def _predicted_per_op(e):
+    """The timed simulator's memory while each op runs, Fall ops at their own
+    forward overhead (as the prediction of remat_report), plus what is held."""
+    every = remat.simulate(e.chain, e.schedule, e.bandwidth)
+    fall = remat.simulate(e.chain_fall, e.schedule, e.bandwidth)
+    return [(f if st.kind == "Fall" else a) + e.held
+            for st, a, f in zip(e.plan.steps, every.mem_during, fall.mem_during)]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "resnet50"])
+def test_prediction_op_by_op(name):
+    """The memory of every compute op (the peak between the executor reaching
+    it and reaching the next step), measured, against the timed simulator's
+    prediction: never above it by more than 2% of the peak (the
+    executor releases and takes memory where the plan says, so it holds a
+    subset of what the simulator holds), on average within 10% of the peak,
+    and the whole step's peak within 5% of the predicted peak."""
+    ref, w, args, kwargs = _model(name)
+    e = _offloading(w, "pofo")
+    tl = remat.timeline(e.chain, e.schedule, bandwidth=e.bandwidth)
+    assert tl.peak_bytes == e.plan.peak_bytes
+    assert tl.offloads
+    got, peak = _per_op(w, args, kwargs)
+    want = _predicted_per_op(e)
+    # Compute ops, but the loss stage's forward: the executor does not run it,
+    # and its segment holds the caller's loss and the start of its backward.
+    n = e.chain.n
+    compute = [k for k, st in enumerate(e.plan.steps)
+               if st.kind == "B" or (st.kind in ("Fn", "Fck", "Fall") and st.index < n)]
+    errors = [(got[k][1] - want[k]) / e.predicted_peak for k in compute]
+    assert max(errors) <= 0.02, "op %s measured above the prediction by %.1f%% of the peak" % (
+        e.plan.steps[compute[errors.index(max(errors))]].op, 100 * max(errors))
+    assert sum(abs(x) for x in errors) / len(errors) <= 0.10, errors
+    assert peak <= e.limit
+    assert abs(peak - e.predicted_peak) <= 0.05 * e.predicted_peak, (peak, e.predicted_peak)
+
+
+def test_bandwidth_auto_is_measured_and_cached(tmp_path):
+    model, args, kwargs = M.pairnet()
+    w = wrap(model, args, kwargs, memory=0.6, algorithm="pofo", bandwidth="auto",
+             cache=str(tmp_path))
+    e = w.last_entry
+    link = e.chain.meta["profile"]["link"]
+    assert link["bytes_per_s"] > 1e6 and link["how"] == "the copy worker threads"
+    assert e.bandwidth == pytest.approx(
+        remat.bandwidth_per_unit("%d/s" % int(link["bytes_per_s"]), e.chain.time_unit))
+    assert "host link" in w.remat_report()
+    again = wrap(model, args, kwargs, memory=0.6, algorithm="pofo", cache=str(tmp_path))
+    e2 = again.last_entry
+    assert e2.info["cached"] and e2.chain.meta["profile"]["link"] == link
+    assert e2.bandwidth == e.bandwidth
+
+
+def test_bandwidth_values():
+    model, args, kwargs = M.pairnet()
+    w = wrap(model, args, kwargs, memory=0.6, algorithm="pofo", bandwidth="24GB/s")
+    assert w.last_entry.bandwidth == pytest.approx(24e6)
+    w.set_memory(0.6, bandwidth=3e9)  # bytes per second
+    assert w.last_entry.bandwidth == pytest.approx(3e6)
+    w.set_memory(0.6, algorithm="optimal")  # no link for recomputation only
+    assert w.last_entry.bandwidth == 0 and w.last_entry.plan.bandwidth == 0
+    for bad in ("fast", "24GB", -1, 0, float("nan"), True):
+        with pytest.raises((ValueError, remat.InputError)):
+            wrap(model, args, kwargs, algorithm="pofo", bandwidth=bad)
