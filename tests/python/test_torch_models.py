@@ -1,7 +1,8 @@
 """remat.torch.checkpoint on the models the issue names: bitwise-equal
 gradients (and BatchNorm statistics, dropout masks), and at three limits from
 the smallest feasible to plain autograd's peak, a measured peak within the
-limit and within 5% of the prediction."""
+limit and within 2% of the prediction (5% on the module path, whose
+epilogue is calibrated from whole steps)."""
 import pytest
 import torch
 
@@ -30,8 +31,28 @@ def test_model_at_three_limits(name):
         peak = measured_peak(w, args, kwargs)
         measured_peak(ref, args, kwargs)  # the same number of steps: BatchNorm stays in step
         assert peak <= e.limit, "%s: measured %d > limit %d" % (name, peak, e.limit)
-        assert abs(peak - e.predicted_peak) <= 0.05 * e.predicted_peak, \
+        tol = 0.05 if info["path"] == "modules" else 0.02
+        assert abs(peak - e.predicted_peak) <= tol * e.predicted_peak, \
             "%s: measured %d, predicted %d" % (name, peak, e.predicted_peak)
+
+
+def test_tied_embedding_gradient_held_in_the_backward_only():
+    """GPT-2's head reuses the embedding: its gradient waits in autograd's
+    buffer from the head's backward to the embedding's, not in the forward.
+    Counting it for the whole step over-predicted every peak by its size."""
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2()
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs)
+    e = w.last_entry
+    wte = base.transformer.wte.weight
+    assert [b for b, _, _ in e.backward_held] == [wte.numel() * wte.element_size()]
+    _, last, first = e.backward_held[0]
+    assert last > first
+    w.set_memory(1.0)
+    same_step(ref, w, args, kwargs)
+    peak = measured_peak(w, args, kwargs)
+    assert abs(peak - w.last_entry.predicted_peak) <= 0.01 * peak
 
 
 def test_unet_skips_leave_little_to_save():

@@ -154,6 +154,9 @@ class Runner:
     """What an executor path (graph stages, module blocks) provides."""
 
     n_stages: int  # L: stages 1..L run by the model; stage n = L + 1 is the output
+    # Held only in the backward: [bytes, from, until], alive from B `from`'s
+    # end to B `until`'s end (chain stages; set by the profile).
+    backward_held: List[List[int]] = []
 
     def recompute(self, step: "Step", j: int, a_prev: List[torch.Tensor], keep: bool
                   ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:

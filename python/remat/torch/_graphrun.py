@@ -456,23 +456,25 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
     held_bytes += sum(1 for st in prog.stages if st.random) * rng_state_bytes(device)
-    held_bytes += shared_param_grads(prog, feeds)
+    prog.backward_held = shared_param_grads(prog, feeds)
+    held_bytes += sum(b[0] for b in prog.backward_held)
     held_bytes += RESERVE + RESERVE_PER_OP * len(prog.calls)
     return out, unique_bytes(ins), dense_bytes(ins), held_bytes
 
 
-def shared_param_grads(prog: GraphRun, feeds: Dict[fx.Node, Any]) -> int:
+def shared_param_grads(prog: GraphRun, feeds: Dict[fx.Node, Any]) -> List[List[int]]:
     """A parameter read by several stages (tied embeddings): autograd keeps
-    the gradient of the later reader in the parameter's input buffer until
-    the earliest reader's backward adds to it, so one gradient of it is held
-    through the backward."""
-    total = 0
+    the gradient of the latest reader in the parameter's input buffer until
+    the earliest reader's backward adds to it: [bytes, latest, earliest].
+    (The latest reader's backward makes it as a temporary, which that
+    stage's profiled backward overhead counts.)"""
+    out = []
     for ph, (kind, _) in prog.ph_spec.items():
         v = feeds[ph]
-        if kind == "PARAMETER" and v.requires_grad and \
-                len({prog.stage_of[u] for u in ph.users if u in prog.stage_of}) > 1:
-            total += dense_bytes([v])
-    return total
+        readers = {prog.stage_of[u] for u in ph.users if u in prog.stage_of}
+        if kind == "PARAMETER" and v.requires_grad and len(readers) > 1:
+            out.append([dense_bytes([v]), max(readers), min(readers)])
+    return out
 
 
 def _device_of(values: Any) -> torch.device:

@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.utils._pytree as pytree
@@ -24,7 +24,7 @@ from ._progress import Progress
 
 Memory = Union[int, float, str]
 Bandwidth = Union[None, int, float, str]
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 
 
 class InputChanged(RuntimeError):
@@ -85,7 +85,13 @@ class Entry:
         self.plan: Optional[remat.Plan] = None
         self.limit = 0
         self.predicted_peak = 0
+        # Held only in the backward ([bytes, from, until], see Runner): the
+        # rest of `held` is held for the whole step.
+        self.backward_held = [tuple(int(x) for x in b) for b in
+                              chain.meta.get("profile", {}).get("backward_held", [])]
+        self.step_held = held - sum(b[0] for b in self.backward_held)
         self.chain_fall = self._fall_chain()
+        self._plain_peak: Optional[int] = None
         self.bandwidth = 0.0   # the host link of the schedule, bytes per chain time unit
         self.link: Optional[HostLink] = None  # its copy engine, made for offload schedules
 
@@ -104,20 +110,43 @@ class Entry:
         return remat.Chain(stages, self.chain.input_bytes, self.chain.input_grad_bytes,
                            name=self.chain.name, time_unit=self.chain.time_unit)
 
+    def _store_all(self) -> "remat.Schedule":
+        return remat.solve(self.chain_fall, remat.store_all_cost(self.chain_fall)[0],
+                           algorithm="store-all")
+
     @property
     def plain_peak(self) -> int:
         """Predicted activation peak of plain autograd (store everything)."""
-        return remat.store_all_cost(self.chain_fall)[0] + self.held
+        if self._plain_peak is None:
+            self._plain_peak = self._predict(self._store_all())
+        return self._plain_peak
+
+    def _backward_held(self, ops: Sequence[str]) -> List[int]:
+        """What backward_held adds while each op runs (see Runner)."""
+        alive: Dict[int, int] = {}
+        out = []
+        for op in ops:
+            kind, _, rest = op.partition(" ")
+            j = int(rest.split()[0]) if kind == "B" else -1
+            out.append(sum(alive.values()))
+            for k, (b, first, last) in enumerate(self.backward_held):
+                if last == j:
+                    alive.pop(k, None)
+                elif first == j:
+                    alive[k] = b
+        return out
 
     def _predict(self, sched: "remat.Schedule") -> int:
         """Peak of `sched`, each op with its own forward overhead (libremat's
-        simulator on both chains; ops other than Fall are the same in both)."""
+        simulator on both chains; ops other than Fall are the same in both),
+        plus what is held: for the whole step, and in the backward while it
+        lives."""
         every = remat.simulate(self.chain, sched, self.bandwidth)
         fall = remat.simulate(self.chain_fall, sched, self.bandwidth)
         kinds = [op.split()[0] for op in sched.ops]
-        during = [f if k == "Fall" else e
-                  for k, e, f in zip(kinds, every.mem_during, fall.mem_during)]
-        return max(during + [self.chain.input_bytes]) + self.held
+        during = [(f if k == "Fall" else e) + b for k, e, f, b in
+                  zip(kinds, every.mem_during, fall.mem_during, self._backward_held(sched.ops))]
+        return int(max(during + [self.chain.input_bytes])) + self.step_held
 
     def link_bandwidth(self, bandwidth: Bandwidth) -> float:
         """Bytes per time unit of the chain: `bandwidth` given in bytes per
@@ -145,6 +174,23 @@ class Entry:
             self.link = HostLink(self.program.device)
         return self.link
 
+    def _roomier(self, sched: Optional["remat.Schedule"], limit: int, algorithm: str,
+                 slots: Optional[int], segments: Optional[int], bw: Optional[float]
+                 ) -> Optional["remat.Schedule"]:
+        """`sched` (None: infeasible) was solved as if backward_held were held
+        for the whole step; a schedule solved with the room that leaves in
+        the forward is taken if it is faster and its prediction fits."""
+        if not self.backward_held or limit <= self.step_held:
+            return sched
+        try:
+            roomy = remat.solve(self.chain, limit - self.step_held, algorithm=algorithm,
+                                slots=slots, segments=segments, bandwidth=bw)
+        except remat.InfeasibleError:
+            return sched
+        if (sched is None or roomy.time < sched.time) and self._predict(roomy) <= limit:
+            return roomy
+        return sched
+
     def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
               segments: Optional[int], progress: Progress, bandwidth: Bandwidth = None) -> None:
         offload = algorithm in OFFLOAD_ALGORITHMS
@@ -161,8 +207,9 @@ class Entry:
         # The solver sees Fall at the larger overhead (see _fall_chain); when
         # everything fits by each op's own overhead, keeping everything is the
         # fastest schedule, so it is a candidate too.
-        every = remat.solve(self.chain_fall, self.plain_peak - self.held, algorithm="store-all")
+        every = self._store_all()
         every_fits = self._predict(every) <= limit
+        sched: Optional[remat.Schedule] = None
         try:
             if budget < 0:
                 raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots,
@@ -170,8 +217,11 @@ class Entry:
             sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
                                 segments=segments, bandwidth=bw)
         except remat.InfeasibleError as e:
+            failed = e
+        sched = self._roomier(sched, limit, algorithm, slots, segments, bw)
+        if sched is None:
             if not every_fits:
-                need = min((e.min_memory or 0) + self.held, self.plain_peak)
+                need = min((failed.min_memory or 0) + self.held, self.plain_peak)
                 raise remat.InfeasibleError(
                     "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the "
                     "smallest this model can train in with %s: %s (%d bytes, %s of it held for "
@@ -417,6 +467,7 @@ def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
     meta = {"profile": {"key": key, "path": program.path, "stages": program.stage_names(),
                         "held_bytes": held, "torch": torch.__version__,
                         "fall_overheads": program.fall_overheads,
+                        "backward_held": program.backward_held,
                         "repeat": cfg["repeat"], "device": str(program.device)}}
     chain = remat.Chain(stages, in_bytes, in_grad, name=type(module._remat_model).__name__,
                         time_unit="ms", meta=meta)
