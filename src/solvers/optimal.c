@@ -232,6 +232,16 @@ static float view_at(const opt_view *v, uint64_t k) {
     }                                                           \
     return len;
 
+/* At the start of each block of OPT_SKIP cells: when o[i] is already at most
+ * the candidate at the block's last cell, no cell of the block improves (o
+ * and the candidate fall with i; float sums are monotone), so the block is
+ * skipped, leaving i at its last vector (the loop adds the vector width W). */
+#define OPT_SKIP 32
+#define OPT_SKIPS(A, B, W)                                                                 \
+    ((A || B) && i % OPT_SKIP == 0 && len - i >= OPT_SKIP &&                                 \
+     o[i] <= (c + (A ? a[i + OPT_SKIP - 1] : ca)) + (B ? b[i + OPT_SKIP - 1] : cb) &&        \
+     (i += OPT_SKIP - W, 1))
+
 #if defined(__GNUC__) && !defined(REMAT_NO_SIMD) && \
     (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
 #include <immintrin.h>
@@ -246,6 +256,7 @@ static float view_at(const opt_view *v, uint64_t k) {
             if (i >= len) return len;                                                      \
             if (o[i] <= stop) return i; /* before this call relaxes o[i] */                \
             if (i + 4 > len) i = len - 4; /* redo an overlap: min is idempotent */         \
+            else if (OPT_SKIPS(A, B, 4)) continue;                                         \
             __m128 va = A ? _mm_loadu_ps(a + i) : vca, vb = B ? _mm_loadu_ps(b + i) : vcb; \
             __m128 v = _mm_add_ps(_mm_add_ps(vc, va), vb);                                 \
             _mm_storeu_ps(o + i, _mm_min_ps(v, _mm_loadu_ps(o + i)));                      \
@@ -261,6 +272,7 @@ static float view_at(const opt_view *v, uint64_t k) {
             if (i >= len) return len;                                                      \
             if (o[i] <= stop) return i;                                                    \
             if (i + 8 > len) i = len - 8;                                                  \
+            else if (OPT_SKIPS(A, B, 8)) continue;                                         \
             __m256 va = A ? _mm256_loadu_ps(a + i) : vca;                                  \
             __m256 vb = B ? _mm256_loadu_ps(b + i) : vcb;                                  \
             __m256 v = _mm256_add_ps(_mm256_add_ps(vc, va), vb);                           \
