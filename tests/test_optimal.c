@@ -643,6 +643,68 @@ static void t_curve_from_min(void) {
     remat_chain_free(c);
 }
 
+/* ---- the recurrence written plainly: no tables, bounds, skips or SIMD ---- */
+
+static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* C(s, t, m) in exact bytes and doubles, by plain recursion over every
+ * choice (docs/optimal.md): Fall s then (s+1, t) with abar[s] held, or Fck s,
+ * Fn s+1..s'-1, (s', t) with a[s'-1] held, then (s, s'-1). */
+static double plain_c(const remat_chain *c, size_t s, size_t t, uint64_t m) {
+    const remat_stage *g = &c->stages[s - 1];
+    uint64_t ab = remat_chain_abar_bytes(c, s), dt = remat_chain_d_bytes(c, t);
+    uint64_t mall = u64max(dt + ab + g->fwd_overhead,
+                           ab + remat_chain_d_bytes(c, s) + remat_chain_d_bytes(c, s - 1) +
+                               g->bwd_overhead);
+    double best = INFINITY;
+    if (m >= mall && m >= ab)
+        best = g->fwd_time + g->bwd_time + (s == t ? 0.0 : plain_c(c, s + 1, t, m - ab));
+    uint64_t run = remat_chain_a_bytes(c, s) + g->fwd_overhead;
+    double fwd = g->fwd_time;
+    for (size_t sp = s + 1; sp <= t; sp++) {
+        if (sp > s + 1) {
+            const remat_stage *h = &c->stages[sp - 2];
+            run = u64max(run, remat_chain_a_bytes(c, sp - 2) + remat_chain_a_bytes(c, sp - 1) +
+                                  h->fwd_overhead);
+            fwd += h->fwd_time;
+        }
+        uint64_t held = remat_chain_a_bytes(c, sp - 1);
+        if (m < dt + run || m < held) continue;
+        double v = fwd + plain_c(c, sp, t, m - held) + plain_c(c, s, sp - 1, m);
+        if (v < best) best = v;
+    }
+    return best;
+}
+
+/* The solver (pruned table, skipped blocks, SIMD) against the plain
+ * recurrence on many small chains and limits: same feasibility, same time. */
+static void t_plain_recurrence(void) {
+    test_rng r = {2024};
+    int checked = 0;
+    for (int it = 0; it < 1500; it++) {
+        test_chain_spec sp = {2 + it % 6, 1 + (uint64_t)(it % 7) * 150, it % 2, it % 3 == 0,
+                              it % 5 == 0, it % 4 == 0};
+        remat_chain *c = test_random_chain(&r, &sp);
+        uint64_t peak = store_peak(c, NULL);
+        for (int k = 0; k < 6; k++) {
+            uint64_t lim = c->input_bytes + test_rng_range(&r, 0, peak - c->input_bytes);
+            double plain = plain_c(c, 1, c->n, lim - c->input_bytes), t = 0;
+            remat_error e;
+            remat_status st = solve(c, lim, 0, &t, NULL, 0, &e);
+            if (isinf(plain)) {
+                ASSERT_STATUS(st, REMAT_E_INFEASIBLE);
+                continue;
+            }
+            ASSERT_STATUS(st, REMAT_OK);
+            ASSERT_NEAR(t, plain, 1e-6 * (1 + plain));
+            checked++;
+        }
+        remat_chain_free(c);
+    }
+    ASSERT_TRUE(checked > 3000);
+    printf("  (%d feasible limits)\n", checked);
+}
+
 static const test_case cases[] = {
     {"golden_two_stage", t_golden_two_stage},
     {"golden_fck_fn", t_golden_fck_fn},
@@ -658,5 +720,6 @@ static const test_case cases[] = {
     {"min_peak_need", t_min_peak_need},
     {"curve_from_min", t_curve_from_min},
     {"limits_and_threads", t_limits_and_threads},
+    {"plain_recurrence", t_plain_recurrence},
 };
 TEST_MAIN(cases)

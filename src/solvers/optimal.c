@@ -24,7 +24,8 @@ static uint64_t sat(uint64_t x) { return x > OPT_LIM ? OPT_LIM : x; }
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return max2(max2(a, b), c); }
 
-typedef void (*opt_kernel)(float *, const float *, const float *, float, float, float, size_t);
+typedef size_t (*opt_kernel)(float *, const float *, const float *, float, float, float, size_t,
+                             float);
 
 /* Sizes in table units (bytes, or slots rounded up) and per-pair bounds. */
 typedef struct opt_ctx {
@@ -216,57 +217,72 @@ static float view_at(const opt_view *v, uint64_t k) {
     return k < v->hi ? v->row[k - v->lo] : v->tail;
 }
 
-/* out[i] = min(out[i], (c + a[i]) + b[i]), with a or b a row or a constant.
- * The scalar rebuild adds in the same order, so it finds the stored values
- * again. On x86 the loops use SSE, or AVX when the processor has it. */
+/* out[i] = min(out[i], (c + a[i]) + b[i]), with a or b a row or a constant,
+ * until out[i] <= stop: out falls with i and no candidate is below stop, so
+ * nothing from there on improves. Returns where it stopped (len if it did
+ * not). The check is per vector, so up to a vector's width more cells are
+ * relaxed, which changes nothing. The scalar rebuild adds in the same order,
+ * so it finds the stored values again. On x86 the loops use SSE, or AVX when
+ * the processor has it. */
 #define OPT_SCALAR(A, B)                                        \
     for (; i < len; i++) {                                      \
+        if (o[i] <= stop) return i;                             \
         float v = (c + (A ? a[i] : ca)) + (B ? b[i] : cb);      \
         if (v < o[i]) o[i] = v;                                 \
-    }
+    }                                                           \
+    return len;
+
+/* At the start of each block of OPT_SKIP cells: when o[i] is already at most
+ * the candidate at the block's last cell, no cell of the block improves (o
+ * and the candidate fall with i; float sums are monotone), so the block is
+ * skipped, leaving i at its last vector (the loop adds the vector width W). */
+#define OPT_SKIP 32
+#define OPT_SKIPS(A, B, W)                                                                 \
+    ((A || B) && i % OPT_SKIP == 0 && len - i >= OPT_SKIP &&                                 \
+     o[i] <= (c + (A ? a[i + OPT_SKIP - 1] : ca)) + (B ? b[i + OPT_SKIP - 1] : cb) &&        \
+     (i += OPT_SKIP - W, 1))
 
 #if defined(__GNUC__) && !defined(REMAT_NO_SIMD) && \
     (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
 #include <immintrin.h>
 #define OPT_X86 1
 #define OPT_KERNEL(name, A, B)                                                             \
-    static void name(float *o, const float *a, const float *b, float ca, float cb, float c, \
-                     size_t len) {                                                         \
+    static size_t name(float *o, const float *a, const float *b, float ca, float cb, float c, \
+                       size_t len, float stop) {                                           \
         __m128 vc = _mm_set1_ps(c), vca = _mm_set1_ps(ca), vcb = _mm_set1_ps(cb);         \
         size_t i = 0;                                                                      \
-        for (int last = 0; len >= 4 && !last; i += 4) {                                    \
-            if (i + 4 > len) { /* redo an overlapping block: min is idempotent */          \
-                i = len - 4;                                                               \
-                last = 1;                                                                  \
-            }                                                                              \
+        if (len < 4) { OPT_SCALAR(A, B) }                                                  \
+        for (;; i += 4) {                                                                  \
+            if (i >= len) return len;                                                      \
+            if (o[i] <= stop) return i; /* before this call relaxes o[i] */                \
+            if (i + 4 > len) i = len - 4; /* redo an overlap: min is idempotent */         \
+            else if (OPT_SKIPS(A, B, 4)) continue;                                         \
             __m128 va = A ? _mm_loadu_ps(a + i) : vca, vb = B ? _mm_loadu_ps(b + i) : vcb; \
             __m128 v = _mm_add_ps(_mm_add_ps(vc, va), vb);                                 \
             _mm_storeu_ps(o + i, _mm_min_ps(v, _mm_loadu_ps(o + i)));                      \
-            if (i + 4 == len) last = 1;                                                    \
         }                                                                                  \
-        if (len < 4) OPT_SCALAR(A, B)                                                      \
     }                                                                                      \
-    __attribute__((target("avx"))) static void name##_avx(                                \
-        float *o, const float *a, const float *b, float ca, float cb, float c, size_t len) { \
+    __attribute__((target("avx"))) static size_t name##_avx(                              \
+        float *o, const float *a, const float *b, float ca, float cb, float c, size_t len, \
+        float stop) {                                                                      \
         __m256 vc = _mm256_set1_ps(c), vca = _mm256_set1_ps(ca), vcb = _mm256_set1_ps(cb); \
         size_t i = 0;                                                                      \
-        for (int last = 0; len >= 8 && !last; i += 8) {                                    \
-            if (i + 8 > len) {                                                             \
-                i = len - 8;                                                               \
-                last = 1;                                                                  \
-            }                                                                              \
+        if (len < 8) { OPT_SCALAR(A, B) }                                                  \
+        for (;; i += 8) {                                                                  \
+            if (i >= len) return len;                                                      \
+            if (o[i] <= stop) return i;                                                    \
+            if (i + 8 > len) i = len - 8;                                                  \
+            else if (OPT_SKIPS(A, B, 8)) continue;                                         \
             __m256 va = A ? _mm256_loadu_ps(a + i) : vca;                                  \
             __m256 vb = B ? _mm256_loadu_ps(b + i) : vcb;                                  \
             __m256 v = _mm256_add_ps(_mm256_add_ps(vc, va), vb);                           \
             _mm256_storeu_ps(o + i, _mm256_min_ps(v, _mm256_loadu_ps(o + i)));            \
-            if (i + 8 == len) last = 1;                                                    \
         }                                                                                  \
-        if (len < 8) OPT_SCALAR(A, B)                                                      \
     }
 #else
 #define OPT_KERNEL(name, A, B)                                                             \
-    static void name(float *o, const float *a, const float *b, float ca, float cb, float c, \
-                     size_t len) {                                                         \
+    static size_t name(float *o, const float *a, const float *b, float ca, float cb, float c, \
+                       size_t len, float stop) {                                           \
         size_t i = 0;                                                                      \
         OPT_SCALAR(A, B)                                                                   \
     }
@@ -286,9 +302,10 @@ static void pick_kernels(opt_kernel *k) {
 }
 
 /* row[m - rlo] = min(row, (c + A(m - w)) + B(m)) for m in [m0, m1), split into
- * stretches where A and B are each either a row or their constant tail. */
+ * stretches where A and B are each either a row or their constant tail, until
+ * the row is at most stop (see the kernels). */
 static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint64_t m1, float c,
-                  const opt_view *A, uint64_t w, const opt_view *B) {
+                  const opt_view *A, uint64_t w, const opt_view *B, float stop) {
     uint64_t m = m0;
     while (m < m1) {
         int ar = m - w < A->hi, br = m < B->hi;
@@ -299,31 +316,14 @@ static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint6
         float *o = row + (m - rlo);
         const float *pa = ar ? A->row + (m - w - A->lo) : NULL;
         const float *pb = br ? B->row + (m - B->lo) : NULL;
-        x->kern[(ar ? 0 : 2) + (br ? 0 : 1)](o, pa, pb, A->tail, B->tail, c, len);
+        size_t done = x->kern[(ar ? 0 : 2) + (br ? 0 : 1)](o, pa, pb, A->tail, B->tail, c, len,
+                                                           stop);
+        if (done < len) return;
         m = end;
     }
 }
 
 static const opt_view opt_zero = {NULL, 0, 0, 0.0f};
-
-/* The first m in [m0, m1) with row[m - lo] <= v, or m1; the row falls with m. */
-static uint64_t first_at_most(const float *row, uint64_t lo, uint64_t m0, uint64_t m1, float v) {
-    const float *p = row + (m0 - lo);
-    size_t len = (size_t)(m1 - m0), base = 0, step = 8;
-    if (len == 0 || p[0] <= v) return m0;
-    /* gallop: p[base] > v; the answer is often near the start */
-    while (base + step < len && p[base + step] > v) {
-        base += step;
-        step *= 2;
-    }
-    len = (base + step < len ? base + step : len) - base;
-    while (len > 1) { /* p[base] > v throughout */
-        size_t half = len / 2;
-        base = p[base + half] > v ? base + half : base;
-        len -= half;
-    }
-    return m0 + base + 1;
-}
 
 /* Fills the row of (s, t), t > s, from rows of shorter sub-chains. */
 static void fill_row(const opt_ctx *x, size_t s, size_t t) {
@@ -336,7 +336,7 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
     opt_view A = view_of(x, s + 1, t);
     uint64_t m0 = max3(lo, m_all(x, s, t), A.lo + x->ab[s]);
     float cf = (float)((x->pfb[s] - x->pfb[s - 1]));
-    if (m0 < hi) relax(x, row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero);
+    if (m0 < hi) relax(x, row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero, -INFINITY);
     /* Fck s, Fn s+1..s'-1; (s', t) with a[s'-1] held outside; then (s, s'-1). */
     uint64_t run = sat(x->a[s] + x->of[s]);
     for (size_t sp = s + 1; sp <= t; sp++) {
@@ -349,8 +349,7 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
         /* Rows and candidates fall with m, so this candidate is never below its
          * value at hi-1: it cannot help where the row is already that low. */
         float floor_v = (c + view_at(&A, hi - 1 - x->a[sp - 1])) + view_at(&B, hi - 1);
-        uint64_t end = first_at_most(row, lo, m0, hi, floor_v);
-        if (end > m0) relax(x, row, lo, m0, end, c, &A, x->a[sp - 1], &B);
+        relax(x, row, lo, m0, hi, c, &A, x->a[sp - 1], &B, floor_v);
     }
 }
 
