@@ -70,3 +70,23 @@ def test_pair_block_has_a_two_tensor_boundary():
     model, args, kwargs = M.pairnet()
     w = wrap(model, args, kwargs)
     assert any(len(st.boundary) == 2 for st in w.last_entry.program.stages)
+
+
+def test_last_stage_recomputed_keeps_no_second_output():
+    """revolve at its smallest limit recomputes GPT-2's head and loss after
+    the output stage's backward; the logits it makes again are dropped at
+    once, as the chain (which counts the model's outputs once) predicts."""
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2(vocab=4096)  # logits (2 MiB) a large part of the peak
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs)
+    low = limits(w, "revolve")[0]
+    w.set_memory(low, algorithm="revolve")
+    e = w.last_entry
+    n = e.chain.n
+    ops = list(e.schedule.ops)
+    assert ops.index("Fall %d" % (n - 1), ops.index("B %d" % n)) > 0
+    same_step(ref, w, args, kwargs)
+    peak = measured_peak(w, args, kwargs)
+    assert peak <= e.limit
+    assert abs(peak - e.predicted_peak) <= 0.01 * peak

@@ -102,12 +102,12 @@ def measured_peak(model: torch.nn.Module, args: tuple, kwargs: dict) -> int:
     return m.peak
 
 
-def limits(w: rt.RematModule) -> List[int]:
+def limits(w: rt.RematModule, algorithm: str = "optimal") -> List[int]:
     """Three limits: the smallest feasible one, halfway, plain autograd's peak."""
     e = w.last_entry
     plain = e.plain_peak
     try:
-        w.set_memory(1)
+        w.set_memory(1, algorithm=algorithm)
     except remat.InfeasibleError as err:
         low = err.min_memory
     else:

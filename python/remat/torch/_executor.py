@@ -326,6 +326,11 @@ class Step:
             else:
                 keep = ("abar", j) in st.creates
                 a, saved = self._recompute(j, keep)
+                if j == self.L and self.bwd_done[self.n]:
+                    # The model's outputs, made again: only the output
+                    # stage's forward reads them, and it is over (the chain
+                    # counts them once, held by the caller).
+                    a = []
                 self._store_result(j, a, saved)
         self._frees(st)
 
