@@ -27,19 +27,19 @@ node mutates, and its time. The cut rules use those facts:
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import heapq
-import os
 import sys
 import time
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._memory import fd2_to
 
 StorageKey = Tuple[str, int, int]
 Args = Tuple[Any, ...]  # positional arguments of a call
@@ -85,19 +85,9 @@ def export_model(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Any:
         return export(model, args, kwargs, strict=False)
 
 
-@contextlib.contextmanager
-def quiet_fd2() -> Iterator[None]:
+def quiet_fd2() -> Any:
     """File descriptor 2 to /dev/null: a failed export prints whole graphs."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as null:
-        os.dup2(null.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+    return fd2_to()
 
 
 class _as_eager:
@@ -105,7 +95,6 @@ class _as_eager:
     does transformers' is_fake_tensor (where transformers is loaded)."""
 
     def __enter__(self) -> None:
-        import sys
         self.saved: List[Tuple[Any, str, Any]] = []
         targets: List[Tuple[Any, Tuple[str, ...]]] = [
             (torch.compiler, ("is_exporting", "is_compiling"))]

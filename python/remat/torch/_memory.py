@@ -132,9 +132,9 @@ def measure_peak(fn: Callable[[], Any], device: Any = "cpu") -> Tuple[Any, int]:
 
 
 @contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Kineto prints a line to file descriptor 2 at every profiler start and
-    stop, whatever its log level; keep those out of the user's terminal."""
+def fd2_to(f: Any = None) -> Iterator[None]:
+    """File descriptor 2 into the open file f, or /dev/null: C++ code
+    (Kineto, a failed export) writes there, past sys.stderr."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -142,12 +142,20 @@ def _quiet_stderr() -> Iterator[None]:
         yield
         return
     try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
+        with contextlib.ExitStack() as stack:
+            target = f if f is not None else stack.enter_context(open(os.devnull, "w"))
+            os.dup2(target.fileno(), 2)
             yield
     finally:
+        sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def _quiet_stderr() -> Any:
+    """Kineto prints a line to file descriptor 2 at every profiler start and
+    stop, whatever its log level; keep those out of the user's terminal."""
+    return fd2_to()
 
 
 _primed = False

@@ -1,14 +1,13 @@
 """remat.torch.checkpoint(): any model, a byte budget, eager training."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.utils._pytree as pytree
@@ -19,6 +18,7 @@ import remat
 from . import _graph as G
 from ._graph import Args, Kwargs
 from ._executor import AutocastState
+from ._memory import fd2_to
 from ._offload import OFFLOAD_ALGORITHMS, HostLink
 from ._progress import Progress
 
@@ -396,7 +396,7 @@ def _capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
     if mode in ("auto", "graph"):
         with tempfile.TemporaryFile("w+") as f:
             try:
-                with _stderr_to(f):
+                with fd2_to(f):  # a failed export prints whole graphs there
                     graph = GraphRun.capture(model, args, kwargs, cfg["max_stages"])
             except Exception as e:  # export raises many kinds; the fallback says why
                 if mode == "graph":
@@ -426,19 +426,6 @@ def _capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
     return program, why, log
 
 
-@contextlib.contextmanager
-def _stderr_to(f: Any) -> Iterator[None]:
-    """File descriptor 2 into f: a failed export prints whole graphs there;
-    the fallback's warning says why in one line instead."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(f.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def _first_line(e: BaseException) -> str:
