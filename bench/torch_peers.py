@@ -32,6 +32,10 @@ Measures of every point:
     (the same steps): medians over --rounds steps after warm-up. Each round
     runs every point once in a new random order, so machine noise hits all
     methods alike; the spread (min, max) and /proc/loadavg are recorded.
+  * on CPU, glibc keeps freed blocks for reuse (--malloc keep, mallopt), as
+    CUDA's caching allocator does: otherwise each step maps its large
+    activations afresh, page faults included, and that cost depends on the
+    order the points run in, not on the method.
   * peak activation memory: remat.torch.PeakMeter around one training step
     with the parameter gradients allocated before it (as after
     zero_grad(set_to_none=False)), the model's output object alive through
@@ -88,6 +92,24 @@ CSV_FIELDS = ["model", "size", "device", "family", "setting", "status", "peak_by
               "step_s", "step_min_s", "step_max_s", "fb_s", "fb_min_s", "fb_max_s", "n_steps",
               "limit_bytes", "pred_peak_bytes", "pred_fb_ms", "load_min", "load_max", "note",
               "torch", "date"]
+
+
+def keep_freed_memory():
+    """Has glibc keep freed blocks of up to 32 MiB for reuse (True if set).
+    By default it unmaps a large block on free and maps it again at the next
+    allocation, so every step pays page faults and zeroing for its
+    activations, more the more a method's pattern of sizes changes between
+    steps (switching remat's schedule between points cost up to 15 % of a
+    step). CUDA's caching allocator never does this; on CPU PyTorch's tuning
+    guide suggests jemalloc or tcmalloc for the same reason."""
+    import ctypes
+    import ctypes.util
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, 1 << 30))
 
 
 def loadavg():
@@ -810,6 +832,9 @@ def parse(argv):
                    help="no remat optimal limit at each peer's measured memory")
     p.add_argument("--budgets", help="compile budgets, comma-separated (default 0.0,0.1,...,1.0)")
     p.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    p.add_argument("--malloc", choices=("keep", "default"), default="keep",
+                   help="CPU: keep (default) has glibc keep freed blocks for reuse, as a "
+                   "caching allocator does; default leaves glibc's settings")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="folder of the CSVs and PNGs (default docs/img; "
                                  "build/torch_peers with --quick)")
@@ -866,10 +891,12 @@ def main(argv=None):
               % torch.__version__, file=sys.stderr)
         return 2
     device = torch.device(args.device)
+    if device.type == "cpu" and args.malloc == "keep" and not keep_freed_memory():
+        log("torch_peers: --malloc keep: mallopt is not available; glibc's defaults stay")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     os.makedirs(args.out, exist_ok=True)
-    log("torch_peers: torch %s, %d threads, device %s, load %s" % (
-        torch.__version__, torch.get_num_threads(), device, loadavg()))
+    log("torch_peers: torch %s, %d threads, device %s, malloc %s, load %s" % (
+        torch.__version__, torch.get_num_threads(), device, args.malloc, loadavg()))
     for name in args.models:
         rows = run_model(name, args, device, log)
         path = os.path.join(args.out, "torch_peers_%s.csv" % name)

@@ -18,11 +18,12 @@ def _quiet_transformers() -> None:
 
 
 def gpt2(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
-         vocab: int = 256) -> Example:
+         vocab: int = 256, dropout: float = 0.1) -> Example:
     _quiet_transformers()
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=4, vocab_size=vocab, n_positions=seq,
-                     use_cache=False, bos_token_id=0, eos_token_id=0)
+                     use_cache=False, bos_token_id=0, eos_token_id=0, resid_pdrop=dropout,
+                     embd_pdrop=dropout, attn_pdrop=dropout)
     m = GPT2LMHeadModel(cfg).train()
     ids = torch.randint(0, vocab, (batch, seq))
     return m, (ids,), {"labels": ids}

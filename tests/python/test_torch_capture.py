@@ -47,10 +47,12 @@ def test_depthwise_temporaries_are_measured_on_cpu():
 
 
 def test_held_side_values_are_counted():
-    """GPT-2's causal mask is read by every layer: held once, counted in the
-    prediction."""
+    """GPT-2's mask, built from the attention mask the caller passes, is read
+    by every layer: held once, counted in the prediction."""
     model, args, kwargs = M.gpt2(layers=3, width=64, seq=32)
+    kwargs = dict(kwargs, attention_mask=torch.ones_like(args[0]))
     w = wrap(model, args, kwargs)
+    assert w.last_entry.program.causal_masks == 0
     prog = w.last_entry.program
     assert prog.held and w.last_entry.held > 0
     names = {n.name for n in prog.held}

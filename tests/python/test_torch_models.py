@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import models as M
+import remat.torch as rt
 from torchkit import copies, limits, measured_peak, same_step, wrap
 
 MODELS = ["gpt2", "llama", "bert", "vit", "resnet50", "densenet121", "unet", "pairnet"]
@@ -90,3 +91,27 @@ def test_last_stage_recomputed_keeps_no_second_output():
     peak = measured_peak(w, args, kwargs)
     assert peak <= e.limit
     assert abs(peak - e.predicted_peak) <= 0.01 * peak
+
+
+def test_causal_mask_runs_as_eager_runs():
+    """Traced, Hugging Face builds GPT-2's causal mask as a tensor, which SDPA
+    converts to float and saves in every layer; eager passes is_causal. The
+    graph calls SDPA as eager does, so with everything stored the forward
+    leaves what plain autograd's does (without dropout, whose RNG states
+    remat keeps)."""
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2(dropout=0.0)
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs)
+    assert w.last_entry.program.causal_masks == 3
+    w.set_memory(1.0)
+    same_step(ref, w, args, kwargs)
+
+    def held_after_forward(m):
+        with rt.PeakMeter() as meter:
+            out = m(*args, **kwargs)
+            meter.mark()
+            out.loss.backward()
+            del out
+        return meter.mark_levels[0]
+    assert held_after_forward(w) == held_after_forward(ref)

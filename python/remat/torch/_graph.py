@@ -117,6 +117,110 @@ def _false(*args: Any, **kwargs: Any) -> bool:
 
 
 # --------------------------------------------------------------------------
+# Causal masks
+
+_SDPA = torch.ops.aten.scaled_dot_product_attention.default
+
+
+def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Set[fx.Node]
+                  ) -> int:
+    """Turns SDPA calls whose attn_mask is the plain causal mask, built from
+    no user input, into is_causal=True calls without a mask; returns how
+    many. Under export Hugging Face builds that mask explicitly (its check
+    that eager may skip it reads tensor values), while eager calls SDPA with
+    is_causal: the explicit mask costs a float copy saved per layer and
+    other kernels. Equal masks give equal results, so only a mask whose
+    value is the lower triangle over (query, key) in every batch and head is
+    replaced (its value cannot change: no user input reaches it)."""
+    dyn = dynamic_nodes(gm, user_inputs)
+    values: Dict[fx.Node, Any] = {}
+    count = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not _SDPA:
+            continue
+        bound = _bind(n)
+        mask = bound.get("attn_mask")
+        if not isinstance(mask, fx.Node) or mask in dyn or bound.get("is_causal"):
+            continue
+        if not _is_causal_mask(_value(gm, mask, feeds, values), n):
+            continue
+        bound.update(attn_mask=None, is_causal=True)
+        q, k, v = bound.pop("query"), bound.pop("key"), bound.pop("value")
+        n.args, n.kwargs = (q, k, v), bound
+        _erase_unused(gm, mask)
+        count += 1
+    if count:
+        gm.graph.lint()
+        gm.recompile()
+    return count
+
+
+def _bind(n: fx.Node) -> Dict[str, Any]:
+    """The call's arguments by name, defaults filled in."""
+    out: Dict[str, Any] = {}
+    for i, a in enumerate(n.target._schema.arguments):  # type: ignore[union-attr]
+        if i < len(n.args):
+            out[a.name] = n.args[i]
+        elif a.name in n.kwargs:
+            out[a.name] = n.kwargs[a.name]
+        elif a.has_default_value():
+            out[a.name] = a.default_value
+    return out
+
+
+def _value(gm: fx.GraphModule, node: fx.Node, feeds: Dict[fx.Node, Any],
+           memo: Dict[fx.Node, Any]) -> Any:
+    """node's value, computing only its ancestors (none reads a user input)."""
+    todo = [node]
+    while todo:
+        n = todo[-1]
+        if n in memo:
+            todo.pop()
+            continue
+        missing = [a for a in n.all_input_nodes if a not in memo]
+        if missing:
+            todo.extend(missing)
+            continue
+        todo.pop()
+        if n.op in CALL_OPS and n.is_impure():
+            return None  # mutates or draws random numbers: leave it to the step
+        if n.op == "placeholder":
+            memo[n] = feeds[n]
+        elif n.op == "get_attr":
+            memo[n] = _fetch_attr(gm, n.target)  # type: ignore[arg-type]
+        else:
+            with torch.no_grad():
+                memo[n] = _call(gm, n, fx.node.map_arg(n.args, lambda a: memo[a]),
+                                fx.node.map_arg(n.kwargs, lambda a: memo[a]))
+    return memo[node]
+
+
+def _is_causal_mask(mask: Any, sdpa: fx.Node) -> bool:
+    q, k = (a.meta.get("val") for a in sdpa.args[:2])  # type: ignore[union-attr]
+    if not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() >= 2
+            and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)):
+        return False
+    L, S = q.shape[-2], k.shape[-2]
+    if tuple(mask.shape[-2:]) != (L, S):
+        return False
+    tril = torch.ones(L, S, dtype=torch.bool, device=mask.device).tril()
+    return bool(torch.equal(mask, tril.expand(mask.shape)))
+
+
+def _erase_unused(gm: fx.GraphModule, node: fx.Node) -> None:
+    """Erases node if nothing reads it, then its inputs likewise (pure ops
+    only: a call that mutates or asserts stays)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n.users or n.op != "call_function" or n.is_impure():
+            continue
+        ins = list(n.all_input_nodes)
+        gm.graph.erase_node(n)
+        todo.extend(ins)
+
+
+# --------------------------------------------------------------------------
 # Facts from one real forward
 
 @dataclasses.dataclass
