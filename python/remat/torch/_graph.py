@@ -124,14 +124,14 @@ _SDPA = torch.ops.aten.scaled_dot_product_attention.default
 
 def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Set[fx.Node]
                   ) -> int:
-    """Turns SDPA calls whose attn_mask is the plain causal mask, built from
-    no user input, into is_causal=True calls without a mask; returns how
-    many. Under export Hugging Face builds that mask explicitly (its check
-    that eager may skip it reads tensor values), while eager calls SDPA with
-    is_causal: the explicit mask costs a float copy saved per layer and
-    other kernels. Equal masks give equal results, so only a mask whose
-    value is the lower triangle over (query, key) in every batch and head is
-    replaced (its value cannot change: no user input reaches it)."""
+    """Turns SDPA calls whose attn_mask is the plain causal mask into
+    is_causal=True calls without a mask; returns how many. Under export
+    Hugging Face builds that mask explicitly (its check that eager may skip
+    it reads tensor values), while eager passes is_causal: the explicit mask
+    costs a float copy saved per layer and other kernels. Only a mask built
+    from constants (`feeds`: the constant placeholders; no user input,
+    parameter or buffer, so its value cannot change) whose value is the
+    lower triangle over (query, key) in every batch and head is replaced."""
     dyn = dynamic_nodes(gm, user_inputs)
     values: Dict[fx.Node, Any] = {}
     count = 0
@@ -170,7 +170,8 @@ def _bind(n: fx.Node) -> Dict[str, Any]:
 
 def _value(gm: fx.GraphModule, node: fx.Node, feeds: Dict[fx.Node, Any],
            memo: Dict[fx.Node, Any]) -> Any:
-    """node's value, computing only its ancestors (none reads a user input)."""
+    """node's value, computing only its ancestors; None if one is a
+    placeholder outside feeds or a call that mutates or draws numbers."""
     todo = [node]
     while todo:
         n = todo[-1]
@@ -185,6 +186,8 @@ def _value(gm: fx.GraphModule, node: fx.Node, feeds: Dict[fx.Node, Any],
         if n.op in CALL_OPS and n.is_impure():
             return None  # mutates or draws random numbers: leave it to the step
         if n.op == "placeholder":
+            if n not in feeds:
+                return None  # a parameter or buffer: its value may change
             memo[n] = feeds[n]
         elif n.op == "get_attr":
             memo[n] = _fetch_attr(gm, n.target)  # type: ignore[arg-type]

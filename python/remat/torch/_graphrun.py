@@ -94,8 +94,9 @@ class GraphRun(Runner):
                                      "cannot run" % kind.lower())
         self.out_spec = ep.call_spec.out_spec
         self.returns_loss = _returns_loss(self.outputs, self.out_spec)
-        self.causal_masks = G.use_is_causal(gm, self.feeds(model, flat_inputs),
-                                            set(self.user_inputs))
+        consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
+                  if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
+        self.causal_masks = G.use_is_causal(gm, consts, set(self.user_inputs))
         self.calls = [n for n in gm.graph.nodes if n.op in G.CALL_OPS]
         if not self.calls:
             raise G.CaptureError("the exported graph computes nothing")
