@@ -60,6 +60,52 @@ def test_held_side_values_are_counted():
     assert len(readers) >= 2
 
 
+class _MaskedAttention(nn.Module):
+    """Self-attention layers. Like transformers, eager passes is_causal when a
+    check that reads tensor values allows it (`eager="causal"`), and traced
+    code (which cannot read values) builds the mask `traced` from arange."""
+
+    def __init__(self, eager: str, traced: str, layers: int = 3, width: int = 32) -> None:
+        super().__init__()
+        self.eager, self.traced = eager, traced
+        self.qkv = nn.ModuleList(nn.Linear(width, 3 * width) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, L, W = x.shape
+        i = torch.arange(L, device=x.device)
+        exporting = getattr(torch.compiler, "is_exporting", lambda: False)()
+        mask, causal = None, True
+        if exporting or self.eager != "causal" or not bool((i >= 0).all()):
+            mask, causal = {"causal": i[:, None] >= i[None, :],
+                            "upper": i[:, None] <= i[None, :],
+                            "band": (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] < 4),
+                            }[self.traced], False
+        for lin in self.qkv:
+            q, k, v = lin(x).view(B, L, 3, 2, W // 2).permute(2, 0, 3, 1, 4)
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                 is_causal=causal)
+            x = x + a.transpose(1, 2).reshape(B, L, W)
+        return x.square().mean()
+
+
+@pytest.mark.parametrize("eager,traced,replaced", [
+    ("causal", "causal", 3),  # transformers' case: the graph calls SDPA as eager does
+    ("mask", "causal", 0),    # eager passes the mask itself: its kernels stay
+    ("mask", "upper", 0),
+    ("causal", "band", 0)])   # not the causal mask: never replaced
+def test_sdpa_mask_becomes_is_causal_only_where_eager_passes_is_causal(eager, traced, replaced):
+    torch.manual_seed(0)
+    model = _MaskedAttention(eager, traced)
+    args = (torch.randn(2, 16, 32, requires_grad=True),)
+    ref, base = copies(model)
+    w = wrap(base, args, {}, capture="graph")
+    assert w.last_entry.program.causal_masks == replaced
+    if traced == "causal" or eager == "mask":  # the graph computes what eager does
+        for limit in limits(w)[:2]:
+            w.set_memory(limit)
+            same_step(ref, w, args, {})
+
+
 def test_long_chains_are_merged_to_max_stages():
     torch.manual_seed(0)
     model, args, kwargs = M.gpt2(layers=3, width=64, seq=32)

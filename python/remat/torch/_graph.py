@@ -122,8 +122,8 @@ def _false(*args: Any, **kwargs: Any) -> bool:
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
 
 
-def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Set[fx.Node]
-                  ) -> int:
+def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Set[fx.Node],
+                  eager_causal: Sequence[bool]) -> int:
     """Turns SDPA calls whose attn_mask is the plain causal mask into
     is_causal=True calls without a mask; returns how many. Under export
     Hugging Face builds that mask explicitly (its check that eager may skip
@@ -131,12 +131,18 @@ def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Se
     costs a float copy saved per layer and other kernels. Only a mask built
     from constants (`feeds`: the constant placeholders; no user input,
     parameter or buffer, so its value cannot change) whose value is the
-    lower triangle over (query, key) in every batch and head is replaced."""
+    lower triangle over (query, key) in every batch and head is replaced,
+    and only where eager's call in the same place passed is_causal without a
+    mask (`eager_causal`, one flag per SDPA call of an eager forward; a model
+    whose eager code passes the mask keeps it, and its kernels)."""
+    sdpa = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _SDPA]
+    if len(sdpa) != len(eager_causal):
+        return 0  # the calls do not pair up
     dyn = dynamic_nodes(gm, user_inputs)
     values: Dict[fx.Node, Any] = {}
     count = 0
-    for n in list(gm.graph.nodes):
-        if n.op != "call_function" or n.target is not _SDPA:
+    for n, eager in zip(sdpa, eager_causal):
+        if not eager:
             continue
         bound = _bind(n)
         mask = bound.get("attn_mask")
@@ -153,6 +159,51 @@ def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Se
         gm.graph.lint()
         gm.recompile()
     return count
+
+
+def has_sdpa_mask(gm: fx.GraphModule) -> bool:
+    """Whether some SDPA call of the graph passes a mask (use_is_causal's
+    candidates: only then is eager's record worth a forward)."""
+    return any(n.op == "call_function" and n.target is _SDPA and
+               isinstance(_bind(n).get("attn_mask"), fx.Node) for n in gm.graph.nodes)
+
+
+class _SdpaLog(torch.overrides.TorchFunctionMode):
+    """Per call of F.scaled_dot_product_attention: is_causal without a mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.causal: List[bool] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.scaled_dot_product_attention:
+            mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+            causal = args[5] if len(args) > 5 else kwargs.get("is_causal", False)
+            self.causal.append(mask is None and bool(causal))
+        return func(*args, **kwargs)
+
+
+def eager_sdpa_causal(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> List[bool]:
+    """use_is_causal's record: one no-grad eager forward, leaving no trace."""
+    log = _SdpaLog()
+    with log:
+        _eager_forward(model, model, args, kwargs)
+    return log.causal
+
+
+def _eager_forward(owner: torch.nn.Module, m: torch.nn.Module, args: Args, kwargs: Kwargs
+                   ) -> None:
+    """m(*args, **kwargs) without grad, from seed 0; owner's buffers (BatchNorm
+    statistics) and the RNG are left as they were."""
+    saved = [(b, b.detach().clone()) for b in owner.buffers()]
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        m(*args, **kwargs)
+    with torch.no_grad():
+        for b, v in saved:
+            b.copy_(v)
 
 
 def _bind(n: fx.Node) -> Dict[str, Any]:
@@ -624,14 +675,8 @@ def first_difference(model: torch.nn.Module, graph_module: torch.nn.Module, args
     and the RNG are left as they were."""
     logs = []
     for m in (model, graph_module):
-        saved = [(b, b.detach().clone()) for b in model.buffers()]
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            with _OpLog(list(m.parameters())) as log:
-                m(*args, **kwargs)
-        with torch.no_grad():
-            for b, v in saved:
-                b.copy_(v)
+        with _OpLog(list(m.parameters())) as log:
+            _eager_forward(model, m, args, kwargs)
         logs.append(log.ops)
     a, b = logs
     if a == b:

@@ -63,7 +63,7 @@ class GraphRun(Runner):
     fall_overheads: List[int] = []  # set by profile_graph
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
-                 max_stages: int) -> None:
+                 max_stages: int, eager_causal: Sequence[bool] = ()) -> None:
         self.ep = ep
         gm = ep.graph_module
         self.gm = gm
@@ -96,7 +96,7 @@ class GraphRun(Runner):
         self.returns_loss = _returns_loss(self.outputs, self.out_spec)
         consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
                   if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
-        self.causal_masks = G.use_is_causal(gm, consts, set(self.user_inputs))
+        self.causal_masks = G.use_is_causal(gm, consts, set(self.user_inputs), eager_causal)
         self.calls = [n for n in gm.graph.nodes if n.op in G.CALL_OPS]
         if not self.calls:
             raise G.CaptureError("the exported graph computes nothing")
@@ -108,7 +108,9 @@ class GraphRun(Runner):
                 max_stages: int) -> "GraphRun":
         ep = G.export_model(model, args, kwargs)
         flat = pytree.tree_leaves((args, kwargs))
-        return cls(ep, model, flat, max_stages)
+        causal = G.eager_sdpa_causal(model, args, kwargs) if G.has_sdpa_mask(ep.graph_module) \
+            else []
+        return cls(ep, model, flat, max_stages, causal)
 
     @property
     def device(self) -> torch.device:
