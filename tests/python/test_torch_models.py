@@ -115,3 +115,20 @@ def test_causal_mask_runs_as_eager_runs():
             del out
         return meter.mark_levels[0]
     assert held_after_forward(w) == held_after_forward(ref)
+
+
+def test_use_cache_config_trains_without_the_cache():
+    """Causal LMs' configs ask for a key/value cache by default. remat trains
+    with use_cache=False, as Hugging Face's gradient checkpointing does: with
+    the cache, export failed on the cache object in the output, and the
+    module path's profile ran each layer again on a cache that kept growing
+    (OPT crashed there)."""
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2()
+    model.config.use_cache = True
+    ref, base = copies(model)
+    with pytest.warns(UserWarning, match="use_cache=False"):
+        w = rt.checkpoint(base, args, kwargs, memory=0.5, cache=False, repeat=1, progress=False)
+    assert w.last_entry.info["path"] == "graph"
+    same_step(ref, w, args, kwargs)
+    assert w(*args, **kwargs).past_key_values is None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -36,6 +37,27 @@ def _normalize(args: Sequence[Any], kwargs: Optional[Dict[str, Any]]
     """Keyword arguments in a fixed (sorted) order, so flattening is stable."""
     kw = kwargs or {}
     return tuple(args), {k: kw[k] for k in sorted(kw)}
+
+
+def _training_kwargs(model: nn.Module, kwargs: Kwargs, warn: bool = False) -> Kwargs:
+    """kwargs with use_cache=False for a Hugging Face model whose config asks
+    for a key/value cache, as its own gradient checkpointing does: in
+    training the cache's tensors keep every layer's graph alive through the
+    output, and the cache object changes between calls of a layer. A
+    use_cache the caller passes is kept."""
+    if "use_cache" in kwargs or getattr(getattr(model, "config", None), "use_cache", False) \
+            is not True:
+        return kwargs
+    try:
+        if "use_cache" not in inspect.signature(model.forward).parameters:
+            return kwargs
+    except (TypeError, ValueError):
+        return kwargs
+    if warn:
+        warnings.warn("remat: the model's config has use_cache=True; training with "
+                      "use_cache=False, as Hugging Face's gradient checkpointing does (pass "
+                      "use_cache explicitly to choose)", stacklevel=3)
+    return _normalize((), {**kwargs, "use_cache": False})[1]
 
 
 def _leaf_key(x: Any) -> Any:
@@ -295,6 +317,7 @@ class RematModule(nn.Module):
         if not torch.is_grad_enabled() or not self._wants_grad(args, kwargs):
             return model(*args, **kwargs)
         args, kwargs = _normalize(args, kwargs)
+        kwargs = _training_kwargs(model, kwargs)
         entry = self._entry(args, kwargs)
         self.last_entry = entry
         return entry.program.run(self, entry, args, kwargs)
@@ -508,6 +531,7 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     wrapped = RematModule(model, cfg)
     if example_args or example_kwargs:
         args, kwargs = _normalize(example_args, example_kwargs)
+        kwargs = _training_kwargs(model, kwargs, warn=True)
         with torch.enable_grad():
             entry = wrapped._entry(args, kwargs)
         wrapped.last_entry = entry
@@ -530,6 +554,7 @@ def profile(model: nn.Module, example_args: Any = (), example_kwargs: Optional[K
            "progress": progress, "on_new_input": "profile", "capture": capture,
            "bandwidth": None}
     args, kwargs = _normalize(example_args, example_kwargs)
+    kwargs = _training_kwargs(model, kwargs, warn=True)
     module = RematModule(model, cfg)
     prog = Progress("profiling", progress)
     with torch.enable_grad():
