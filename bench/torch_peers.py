@@ -23,9 +23,10 @@ Methods, each on its own copy of the same initial weights:
   remat-optimal   remat.torch.checkpoint, profiled once; set_memory() solves
   remat-revolve   again for each limit: optimal at evenly spaced limits and at
   remat-sequential  each peer's measured memory; revolve and sequential
-  remat-compiled  prototype: remat's optimal schedules with the stages' graphs
-                  (or the blocks' forwards on the module path) compiled by
-                  torch.compile, profiled compiled (see reprofile())
+  remat-compiled  remat's optimal schedules with the stages' graphs compiled by
+                  torch.compile, profiled compiled: checkpoint(compile=True) on
+                  the graph path; on the module path a prototype that compiles
+                  the blocks' forwards (see compile_stages(), reprofile())
 
 Measures of every point:
   * step time, forward + backward + SGD step, and forward + backward alone
@@ -486,42 +487,16 @@ def matched_limits(peers, low, plain, n, tol):
     return sorted(lims)
 
 
-class CompiledStage:
-    """A stage's fx graph compiled by torch.compile, called as the executor
-    calls a stage (remat's stage graphs are boxed: they take a list; this
-    copy takes the arguments themselves)."""
-
-    remat_boxed = False
-
-    def __init__(self, gm):
-        import torch
-        from torch import fx
-        g = copy.deepcopy(gm.graph)
-        g.set_codegen(fx.graph.CodeGen())
-        self.gm = fx.GraphModule(gm, g)
-        self.fn = torch.compile(self.gm)
-
-    def __call__(self, *args):
-        return self.fn(*args)
-
-
 def compile_stages(w):
-    """Prototype (no library change): compiles the stages of the RematModule's
-    program in place. Graph path: each stage's main and recomputation graphs,
-    except stages that register held values (a Python call inside the graph
-    that would break it); module path: each block's forward (the executor's
-    hooks stay outside the compiled code). The executor's saved-tensor hooks
-    then see what the compiled functions save. Returns (compiled, total)."""
+    """Compiles the stages of the RematModule's program in place, from the
+    profile already cached. Graph path: what checkpoint(compile=True) does
+    (GraphRun.compile_stages); module path (prototype, no library option):
+    each block's forward, the executor's hooks staying outside the compiled
+    code. Returns (compiled, total)."""
     import torch
     prog = w.last_entry.program
     if prog.path == "graph":
-        n = 0
-        for st in prog.stages:
-            if registers_held(st.gm) or registers_held(st.gm_re):
-                continue
-            st.gm, st.gm_re = CompiledStage(st.gm), CompiledStage(st.gm_re)
-            n += 1
-        return n, len(prog.stages)
+        return prog.compile_stages(), len(prog.stages)
     for blk in prog.blocks:
         blk.module.forward = torch.compile(blk.module.forward)
     return len(prog.blocks), len(prog.blocks)
@@ -544,11 +519,6 @@ def reprofile(w, task):
         if entry is e:
             w._remat_entries[key] = new
     w.last_entry = new
-
-
-def registers_held(gm):
-    return any(n.op == "call_function" and getattr(n.target, "__name__", "") == "_register_held"
-               for n in gm.graph.nodes)
 
 
 # ---- one model ------------------------------------------------------------------------

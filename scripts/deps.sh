@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs what remat needs to build and test: Debian packages (compiler,
 # CMake for the pip build, cJSON, clang for the sanitizers and fuzzers,
-# cppcheck) and a virtual environment .venv with the Python packages of
+# cppcheck, the Python headers torch.compile's CPU code builds against) and
+# a virtual environment .venv with the Python packages of
 # scripts/requirements-dev.txt.
 # PYTHON picks the interpreter for the venv (default: python3 on the PATH).
 set -e
 cd "$(dirname "$0")/.."
-pkgs="build-essential pkg-config cmake libcjson-dev clang libclang-rt-14-dev llvm cppcheck python3 python3-venv"
+pkgs="build-essential pkg-config cmake libcjson-dev clang libclang-rt-14-dev llvm cppcheck python3 python3-venv python3-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

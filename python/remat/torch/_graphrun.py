@@ -1,6 +1,7 @@
 """The graph path: an exported program cut into stages, run stage by stage."""
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -52,6 +53,26 @@ def _insert_register(gm: fx.GraphModule, held: Set[str]) -> None:
     gm.recompile()
 
 
+class CompiledStage:
+    """A stage's graph compiled by torch.compile, called as G.call calls a
+    stage (unboxed: the compiled code takes the arguments themselves)."""
+
+    remat_boxed = False
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        g = copy.deepcopy(gm.graph)
+        g.set_codegen(fx.graph.CodeGen())
+        self.gm = fx.GraphModule(gm, g)
+        self.fn = torch.compile(self.gm)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _registers_held(gm: fx.GraphModule) -> bool:
+    return any(n.op == "call_function" and n.target is _register_held for n in gm.graph.nodes)
+
+
 def free_key(t: torch.Tensor) -> Tuple[str, int]:
     return (t.device.type, t.untyped_storage().data_ptr())
 
@@ -61,6 +82,7 @@ class GraphRun(Runner):
 
     path = "graph"
     fall_overheads: List[int] = []  # set by profile_graph
+    compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_causal: Sequence[bool] = ()) -> None:
@@ -124,6 +146,20 @@ class GraphRun(Runner):
     def stage_names(self) -> List[str]:
         return [st.name for st in self.stages]
 
+    def compile_stages(self) -> int:
+        """Compiles each stage's graphs (main run and recomputation) with
+        torch.compile; a stage that registers held values (a Python call
+        inside the graph) stays eager. Returns how many were compiled."""
+        n = 0
+        for st in self.stages:
+            if _registers_held(st.gm) or _registers_held(st.gm_re):
+                continue
+            st.gm = CompiledStage(st.gm)  # type: ignore[assignment]
+            st.gm_re = CompiledStage(st.gm_re)  # type: ignore[assignment]
+            n += 1
+        self.compiled = n
+        return n
+
     def cache_key(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int) -> str:
         """Covers the code that runs (the graph, cut into these stages), every
         input and parameter's shape, dtype and device, and the autocast state."""
@@ -134,7 +170,7 @@ class GraphRun(Runner):
         dev = self._device
         name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
         return repr((self.gm.code, metas, [[b.name for b in st.boundary] for st in self.stages],
-                     AutocastState().key(), name, repeat))
+                     AutocastState().key(), name, repeat, self.compiled))
 
     def profile(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int,
                 progress: Any) -> Tuple[List[Dict[str, Any]], int, int, int]:

@@ -394,6 +394,8 @@ def prepare(module: RematModule, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
     progress = Progress("profiling", cfg["progress"])
     program, why, export_log = _capture(module._remat_model, args, kwargs, cfg)
     progress.note("%s path: %s" % (program.path, why))
+    if cfg.get("compile"):
+        _compile(program)
     chain, held, info = _profiled(program, module, args, kwargs, cfg, progress)
     info.update(path=program.path, why=why, export_log=export_log)
     entry = Entry(program, chain, held, info)
@@ -401,6 +403,19 @@ def prepare(module: RematModule, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
                 cfg["bandwidth"])
     progress.close()
     return entry
+
+
+def _compile(program: Any) -> None:
+    """compile=True: the graph path's stages run compiled (the module path's
+    blocks stay eager, with a warning)."""
+    if program.path != "graph":
+        warnings.warn("remat: compile=True compiles the graph path's stages; this model runs "
+                      "on the module path, whose blocks stay eager", stacklevel=5)
+        return
+    if program.compile_stages() < len(program.stages):
+        warnings.warn("remat: compile=True: %d of %d stages compiled (a stage that makes a "
+                      "held value stays eager)" % (program.compiled, len(program.stages)),
+                      stacklevel=5)
 
 
 def _capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
@@ -472,6 +487,8 @@ def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
                 return chain, int(p["held_bytes"]), {"cached": path, "profile_path": path}
         except (remat.RematError, KeyError, ValueError):
             pass
+    if getattr(program, "compiled", 0):  # the first run compiles every variant of a stage
+        program.profile(module, args, kwargs, 1, progress)
     stages, in_bytes, in_grad, held = program.profile(module, args, kwargs, cfg["repeat"],
                                                       progress)
     meta = {"profile": {"key": key, "path": program.path, "stages": program.stage_names(),
@@ -495,7 +512,8 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
                slots: Optional[int] = None, segments: Optional[int] = None,
                max_stages: int = 256, repeat: int = 3, cache: Union[bool, str, None] = True,
                progress: Optional[bool] = None, on_new_input: str = "profile",
-               capture: str = "auto", bandwidth: Bandwidth = None) -> RematModule:
+               capture: str = "auto", bandwidth: Bandwidth = None,
+               compile: bool = False) -> RematModule:
     """`model` wrapped to train within `memory` by a checkpointing schedule.
 
     memory: bytes (int), a size such as "8GiB", or a float: that fraction of
@@ -512,6 +530,10 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     "offload-only", "opportunist", "autocapper"): "auto" or None (measured
     once, pinned copies on CUDA, the copy worker on CPU, and kept with the
     profile), bytes per second, or a text such as "24GB/s".
+    compile: run each stage's graph compiled by torch.compile (graph path;
+    fused kernels, as torch.compile's own; profiled compiled, so the first
+    profile also compiles). Gradients then match eager to rounding, not bit
+    for bit.
     max_stages: longer chains are shortened by merging adjacent stages.
     cache: True (~/.cache/remat, or $XDG_CACHE_HOME/remat), a directory, or
     False: where profiles are kept on disk.
@@ -527,7 +549,7 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     cfg = {"memory": memory, "algorithm": algorithm, "slots": slots, "segments": segments,
            "max_stages": int(max_stages), "repeat": int(repeat), "cache": cache,
            "progress": progress, "on_new_input": on_new_input, "capture": capture,
-           "bandwidth": _check_bandwidth(bandwidth)}
+           "bandwidth": _check_bandwidth(bandwidth), "compile": bool(compile)}
     wrapped = RematModule(model, cfg)
     if example_args or example_kwargs:
         args, kwargs = _normalize(example_args, example_kwargs)
