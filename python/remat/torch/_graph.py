@@ -122,8 +122,8 @@ def _false(*args: Any, **kwargs: Any) -> bool:
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
 
 
-def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Set[fx.Node],
-                  eager_causal: Sequence[bool]) -> int:
+def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], eager_causal: Sequence[bool]
+                  ) -> int:
     """Turns SDPA calls whose attn_mask is the plain causal mask into
     is_causal=True calls without a mask; returns how many. Under export
     Hugging Face builds that mask explicitly (its check that eager may skip
@@ -138,7 +138,6 @@ def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Se
     sdpa = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _SDPA]
     if len(sdpa) != len(eager_causal):
         return 0  # the calls do not pair up
-    dyn = dynamic_nodes(gm, user_inputs)
     values: Dict[fx.Node, Any] = {}
     count = 0
     for n, eager in zip(sdpa, eager_causal):
@@ -146,9 +145,9 @@ def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], user_inputs: Se
             continue
         bound = _bind(n)
         mask = bound.get("attn_mask")
-        if not isinstance(mask, fx.Node) or mask in dyn or bound.get("is_causal"):
-            continue
-        if not _is_causal_mask(_value(gm, mask, feeds, values), n):
+        if not isinstance(mask, fx.Node) or bound.get("is_causal"):
+            continue  # a user input reaching the mask leaves _value None
+        if not _is_causal_mask(_value(gm, mask, feeds, values), bound["query"], bound["key"]):
             continue
         bound.update(attn_mask=None, is_causal=True)
         q, k, v = bound.pop("query"), bound.pop("key"), bound.pop("value")
@@ -249,8 +248,8 @@ def _value(gm: fx.GraphModule, node: fx.Node, feeds: Dict[fx.Node, Any],
     return memo[node]
 
 
-def _is_causal_mask(mask: Any, sdpa: fx.Node) -> bool:
-    q, k = (a.meta.get("val") for a in sdpa.args[:2])  # type: ignore[union-attr]
+def _is_causal_mask(mask: Any, query: fx.Node, key: fx.Node) -> bool:
+    q, k = query.meta.get("val"), key.meta.get("val")
     if not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() >= 2
             and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)):
         return False

@@ -118,7 +118,7 @@ class GraphRun(Runner):
         self.returns_loss = _returns_loss(self.outputs, self.out_spec)
         consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
                   if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
-        self.causal_masks = G.use_is_causal(gm, consts, set(self.user_inputs), eager_causal)
+        self.causal_masks = G.use_is_causal(gm, consts, eager_causal)
         self.calls = [n for n in gm.graph.nodes if n.op in G.CALL_OPS]
         if not self.calls:
             raise G.CaptureError("the exported graph computes nothing")

@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 import torch
 import torch.utils._pytree as pytree
@@ -46,18 +46,29 @@ def _training_kwargs(model: nn.Module, kwargs: Kwargs, warn: bool = False) -> Kw
     output, and the cache object changes between calls of a layer. A
     use_cache the caller passes is kept."""
     if "use_cache" in kwargs or getattr(getattr(model, "config", None), "use_cache", False) \
-            is not True:
-        return kwargs
-    try:
-        if "use_cache" not in inspect.signature(model.forward).parameters:
-            return kwargs
-    except (TypeError, ValueError):
+            is not True or not _takes_use_cache(type(model)):
         return kwargs
     if warn:
         warnings.warn("remat: the model's config has use_cache=True; training with "
                       "use_cache=False, as Hugging Face's gradient checkpointing does (pass "
                       "use_cache explicitly to choose)", stacklevel=3)
     return _normalize((), {**kwargs, "use_cache": False})[1]
+
+
+_TAKES_USE_CACHE: Dict[type, bool] = {}
+
+
+def _takes_use_cache(cls: Type[nn.Module]) -> bool:
+    """Whether cls.forward has a use_cache parameter (looked up once per
+    class: this runs in every training step)."""
+    found = _TAKES_USE_CACHE.get(cls)
+    if found is None:
+        try:
+            found = "use_cache" in inspect.signature(cls.forward).parameters
+        except (TypeError, ValueError):
+            found = False
+        _TAKES_USE_CACHE[cls] = found
+    return found
 
 
 def _leaf_key(x: Any) -> Any:
