@@ -63,12 +63,16 @@ def test_held_side_values_are_counted():
 class _MaskedAttention(nn.Module):
     """Self-attention layers. Like transformers, eager passes is_causal when a
     check that reads tensor values allows it (`eager="causal"`), and traced
-    code (which cannot read values) builds the mask `traced` from arange."""
+    code (which cannot read values) builds the mask `traced` from arange.
+    With `gqa`, keys and values have one head for the queries' two: passed
+    as they are with enable_gqa where there is no mask, else repeated."""
 
-    def __init__(self, eager: str, traced: str, layers: int = 3, width: int = 32) -> None:
+    def __init__(self, eager: str, traced: str, gqa: bool = False, layers: int = 3,
+                 width: int = 32) -> None:
         super().__init__()
-        self.eager, self.traced = eager, traced
-        self.qkv = nn.ModuleList(nn.Linear(width, 3 * width) for _ in range(layers))
+        self.eager, self.traced, self.gqa = eager, traced, gqa
+        self.qkv = nn.ModuleList(nn.Linear(width, (2 if gqa else 3) * width)
+                                 for _ in range(layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, L, W = x.shape
@@ -80,27 +84,52 @@ class _MaskedAttention(nn.Module):
                             "upper": i[:, None] <= i[None, :],
                             "band": (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] < 4),
                             }[self.traced], False
+        sdpa = torch.nn.functional.scaled_dot_product_attention
         for lin in self.qkv:
-            q, k, v = lin(x).view(B, L, 3, 2, W // 2).permute(2, 0, 3, 1, 4)
-            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                                 is_causal=causal)
+            if not self.gqa:
+                q, k, v = lin(x).view(B, L, 3, 2, W // 2).permute(2, 0, 3, 1, 4)
+                a = sdpa(q, k, v, attn_mask=mask, is_causal=causal)
+            else:
+                t = lin(x)
+                q = t[..., :W].view(B, L, 2, W // 2).transpose(1, 2)
+                k, v = (t[..., j:j + W // 2].view(B, L, 1, W // 2).transpose(1, 2)
+                        for j in (W, W + W // 2))
+                if mask is None:
+                    a = sdpa(q, k, v, is_causal=causal, enable_gqa=True)
+                else:  # transformers' repeat_kv
+                    k, v = (h[:, :, None].expand(B, 1, 2, L, W // 2).reshape(B, 2, L, W // 2)
+                            for h in (k, v))
+                    a = sdpa(q, k, v, attn_mask=mask, is_causal=causal)
             x = x + a.transpose(1, 2).reshape(B, L, W)
         return x.square().mean()
 
 
+_HAS_GQA = "enable_gqa" in str(torch.ops.aten.scaled_dot_product_attention.default._schema)
+
+
+@pytest.mark.parametrize("gqa", [False, True])
 @pytest.mark.parametrize("eager,traced,replaced", [
     ("causal", "causal", 3),  # transformers' case: the graph calls SDPA as eager does
     ("mask", "causal", 0),    # eager passes the mask itself: its kernels stay
     ("mask", "upper", 0),
     ("causal", "band", 0)])   # not the causal mask: never replaced
-def test_sdpa_mask_becomes_is_causal_only_where_eager_passes_is_causal(eager, traced, replaced):
+def test_sdpa_calls_become_what_eager_calls(eager, traced, replaced, gqa):
+    """The mask becomes is_causal only where eager passes is_causal, and
+    repeated key/value heads become enable_gqa only where eager passes that
+    (with the same mask); then the graph runs eager's kernels, so the auto
+    capture takes it."""
+    if gqa and not _HAS_GQA:
+        pytest.skip("SDPA's enable_gqa needs torch >= 2.5")
     torch.manual_seed(0)
-    model = _MaskedAttention(eager, traced)
+    model = _MaskedAttention(eager, traced, gqa)
     args = (torch.randn(2, 16, 32, requires_grad=True),)
     ref, base = copies(model)
     w = wrap(base, args, {}, capture="graph")
-    assert w.last_entry.program.causal_masks == replaced
+    prog = w.last_entry.program
+    assert prog.causal_masks == replaced
+    assert prog.gqa_calls == (replaced if gqa else 0)
     if traced == "causal" or eager == "mask":  # the graph computes what eager does
+        assert prog.differs_from_eager(base, args, {}) is None
         for limit in limits(w)[:2]:
             w.set_memory(limit)
             same_step(ref, w, args, {})

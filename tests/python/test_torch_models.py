@@ -10,21 +10,20 @@ import models as M
 import remat.torch as rt
 from torchkit import copies, limits, measured_peak, same_step, state, step, wrap
 
-MODELS = ["gpt2", "llama", "bert", "vit", "resnet50", "densenet121", "unet", "pairnet"]
-# Hugging Face's Llama calls SDPA with is_causal and enable_gqa in eager mode,
-# but builds a mask and repeats the key/value heads while traced (it reads
-# position values to decide): remat runs its decoder layers as stages instead.
-PATH = {"llama": "modules"}
+MODELS = ["gpt2", "llama", "bert", "vit", "resnet50", "densenet121", "unet", "pairnet",
+          "llama/modules"]
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_at_three_limits(name):
+    """name/modules: the module path (decoder layers as stages), forced."""
     torch.manual_seed(0)
-    model, args, kwargs = M.ALL[name]()
+    model_name, _, path = name.partition("/")
+    model, args, kwargs = M.ALL[model_name]()
     ref, base = copies(model)
-    w = wrap(base, args, kwargs)
+    w = wrap(base, args, kwargs, capture=path or "auto")
     info = w.last_entry.info
-    assert info["path"] == PATH.get(name, "graph"), info["why"]
+    assert info["path"] == (path or "graph"), info["why"]
     for limit in limits(w):
         w.set_memory(limit)
         e = w.last_entry
@@ -93,17 +92,21 @@ def test_last_stage_recomputed_keeps_no_second_output():
     assert abs(peak - e.predicted_peak) <= 0.01 * peak
 
 
-def test_causal_mask_runs_as_eager_runs():
-    """Traced, Hugging Face builds GPT-2's causal mask as a tensor, which SDPA
-    converts to float and saves in every layer; eager passes is_causal. The
-    graph calls SDPA as eager does, so with everything stored the forward
-    leaves what plain autograd's does (without dropout, whose RNG states
-    remat keeps)."""
+@pytest.mark.parametrize("name,gqa", [("gpt2", 0), ("llama", 3)])
+def test_attention_runs_as_eager_runs(name, gqa):
+    """Traced, Hugging Face builds the causal mask as a tensor, which SDPA
+    converts to float and saves in every layer, and with a mask Llama repeats
+    its key/value heads; eager passes is_causal and enable_gqa. The graph
+    calls SDPA as eager does, so with everything stored the forward leaves
+    what plain autograd's does (without dropout, whose RNG states remat
+    keeps), and gradients are bitwise eager's."""
     torch.manual_seed(0)
-    model, args, kwargs = M.gpt2(dropout=0.0)
+    model, args, kwargs = M.gpt2(dropout=0.0) if name == "gpt2" else M.llama()
     ref, base = copies(model)
     w = wrap(base, args, kwargs)
+    assert w.last_entry.info["path"] == "graph", w.last_entry.info["why"]
     assert w.last_entry.program.causal_masks == 3
+    assert w.last_entry.program.gqa_calls == gqa
     w.set_memory(1.0)
     same_step(ref, w, args, kwargs)
 

@@ -32,7 +32,7 @@ import heapq
 import sys
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -122,57 +122,116 @@ def _false(*args: Any, **kwargs: Any) -> bool:
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
 
 
-def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], eager_causal: Sequence[bool]
-                  ) -> int:
-    """Turns SDPA calls whose attn_mask is the plain causal mask into
-    is_causal=True calls without a mask; returns how many. Under export
-    Hugging Face builds that mask explicitly (its check that eager may skip
-    it reads tensor values), while eager passes is_causal: the explicit mask
-    costs a float copy saved per layer and other kernels. Only a mask built
-    from constants (`feeds`: the constant placeholders; no user input,
-    parameter or buffer, so its value cannot change) whose value is the
-    lower triangle over (query, key) in every batch and head is replaced,
-    and only where eager's call in the same place passed is_causal without a
-    mask (`eager_causal`, one flag per SDPA call of an eager forward; a model
-    whose eager code passes the mask keeps it, and its kernels)."""
+class EagerSdpa(NamedTuple):
+    """How eager called F.scaled_dot_product_attention, once per call."""
+    masked: bool  # passed attn_mask
+    causal: bool  # passed is_causal
+    gqa: bool     # passed enable_gqa: key and value keep their fewer heads
+
+
+def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], eager: Sequence[EagerSdpa]
+                  ) -> Tuple[int, int]:
+    """Makes the graph's SDPA calls those eager makes; returns how many calls
+    became is_causal without a mask, and how many take key and value with
+    their own heads (enable_gqa). Under export Hugging Face builds the
+    causal mask explicitly (its check that eager may skip it reads tensor
+    values) and, having a mask, repeats the key/value heads of grouped-query
+    attention, while eager passes is_causal and enable_gqa: the explicit
+    mask costs a float copy saved per layer, and both run other kernels.
+
+    A mask is dropped only where eager's call in the same place passed
+    is_causal without one (`eager`, one record per SDPA call of an eager
+    forward; a model whose eager code passes the mask keeps it), and only if
+    it is built from constants (`feeds`: the constant placeholders; no user
+    input, parameter or buffer, so its value cannot change) and its value is
+    the lower triangle over (query, key) in every batch and head. Repeated
+    heads are undone only where eager passed enable_gqa and the call then
+    passes a mask and is_causal as eager's did."""
     sdpa = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _SDPA]
-    if len(sdpa) != len(eager_causal):
-        return 0  # the calls do not pair up
+    if len(sdpa) != len(eager):
+        return 0, 0  # the calls do not pair up
+    has_gqa = any(a.name == "enable_gqa" for a in _SDPA._schema.arguments)
     values: Dict[fx.Node, Any] = {}
-    count = 0
-    for n, eager in zip(sdpa, eager_causal):
-        if not eager:
-            continue
+    causal = gqa = 0
+    for n, rec in zip(sdpa, eager):
         bound = _bind(n)
         mask = bound.get("attn_mask")
-        if not isinstance(mask, fx.Node) or bound.get("is_causal"):
-            continue  # a user input reaching the mask leaves _value None
-        if not _is_causal_mask(_value(gm, mask, feeds, values), bound["query"], bound["key"]):
+        done = causal + gqa
+        if rec.causal and not rec.masked and isinstance(mask, fx.Node) and \
+                not bound.get("is_causal") and \
+                _is_causal_mask(_value(gm, mask, feeds, values), bound["query"], bound["key"]):
+            bound.update(attn_mask=None, is_causal=True)  # a user input leaves _value None
+            causal += 1
+        kv = [_repeated_heads(bound[x]) for x in ("key", "value")]
+        same_mask = rec.masked == (bound.get("attn_mask") is not None) and \
+            rec.causal == bool(bound.get("is_causal"))
+        if rec.gqa and has_gqa and same_mask and kv[0] is not None and kv[1] is not None:
+            bound.update(key=kv[0], value=kv[1], enable_gqa=True)
+            gqa += 1
+        if causal + gqa == done:
             continue
-        bound.update(attn_mask=None, is_causal=True)
         q, k, v = bound.pop("query"), bound.pop("key"), bound.pop("value")
+        old = n.all_input_nodes
         n.args, n.kwargs = (q, k, v), bound
-        _erase_unused(gm, mask)
-        count += 1
-    if count:
+        for a in old:
+            _erase_unused(gm, a)
+    if causal or gqa:
         gm.graph.lint()
         gm.recompile()
-    return count
+    return causal, gqa
+
+
+def _repeated_heads(node: Any) -> Optional[fx.Node]:
+    """x when node is Hugging Face's repeat_kv(x): x[:, :, None] expanded to
+    (B, H, r, S, D) and reshaped to (B, H*r, S, D), head h reading x's head
+    h // r, as SDPA's enable_gqa reads it; else None."""
+    shapes = []
+    n = node
+    for want in (("reshape", "view", "_unsafe_view"), ("clone",), ("expand",), ("unsqueeze",)):
+        if not isinstance(n, fx.Node) or n.op != "call_function":
+            return None
+        name = str(n.target).split(".")[1] if str(n.target).startswith("aten.") else ""
+        if name not in want:
+            if want == ("clone",):
+                continue  # optional: reshape may read the expanded view itself
+            return None
+        v = n.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return None
+        shapes.append(tuple(v.shape))
+        if name == "unsqueeze" and n.args[1] not in (2, -3):
+            return None
+        n = n.args[0]
+    if not isinstance(n, fx.Node):
+        return None
+    v = n.meta.get("val")
+    if not isinstance(v, torch.Tensor) or v.dim() != 4:
+        return None
+    (b, h, s, d), out, rep = v.shape, shapes[0], shapes[-2]
+    r = rep[2]
+    if rep != (b, h, r, s, d) or out != (b, h * r, s, d) or shapes[-1] != (b, h, 1, s, d):
+        return None
+    return n
 
 
 def has_sdpa_mask(gm: fx.GraphModule) -> bool:
-    """Whether some SDPA call of the graph passes a mask (use_is_causal's
-    candidates: only then is eager's record worth a forward)."""
-    return any(n.op == "call_function" and n.target is _SDPA and
-               isinstance(_bind(n).get("attn_mask"), fx.Node) for n in gm.graph.nodes)
+    """Whether some SDPA call of the graph passes a mask or repeated heads
+    (use_is_causal's candidates: only then is eager's record worth a
+    forward)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is _SDPA:
+            b = _bind(n)
+            if isinstance(b.get("attn_mask"), fx.Node) or _repeated_heads(b["key"]) is not None:
+                return True
+    return False
 
 
 class _SdpaLog(torch.overrides.TorchFunctionMode):
-    """Per call of F.scaled_dot_product_attention: is_causal without a mask."""
+    """Per call of F.scaled_dot_product_attention: how eager called it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.causal: List[bool] = []
+        self.calls: List[EagerSdpa] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -180,16 +239,17 @@ class _SdpaLog(torch.overrides.TorchFunctionMode):
         if func is torch.nn.functional.scaled_dot_product_attention:
             mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
             causal = args[5] if len(args) > 5 else kwargs.get("is_causal", False)
-            self.causal.append(mask is None and bool(causal))
+            self.calls.append(EagerSdpa(mask is not None, bool(causal),
+                                        bool(kwargs.get("enable_gqa", False))))
         return func(*args, **kwargs)
 
 
-def eager_sdpa_causal(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> List[bool]:
+def eager_sdpa_calls(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> List[EagerSdpa]:
     """use_is_causal's record: one no-grad eager forward, leaving no trace."""
     log = _SdpaLog()
     with log:
         _eager_forward(model, model, args, kwargs)
-    return log.causal
+    return log.calls
 
 
 def _eager_forward(owner: torch.nn.Module, m: torch.nn.Module, args: Args, kwargs: Kwargs

@@ -85,7 +85,7 @@ class GraphRun(Runner):
     compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
-                 max_stages: int, eager_causal: Sequence[bool] = ()) -> None:
+                 max_stages: int, eager_sdpa: Sequence[G.EagerSdpa] = ()) -> None:
         self.ep = ep
         gm = ep.graph_module
         self.gm = gm
@@ -118,7 +118,7 @@ class GraphRun(Runner):
         self.returns_loss = _returns_loss(self.outputs, self.out_spec)
         consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
                   if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
-        self.causal_masks = G.use_is_causal(gm, consts, eager_causal)
+        self.causal_masks, self.gqa_calls = G.use_is_causal(gm, consts, eager_sdpa)
         self.calls = [n for n in gm.graph.nodes if n.op in G.CALL_OPS]
         if not self.calls:
             raise G.CaptureError("the exported graph computes nothing")
@@ -130,9 +130,9 @@ class GraphRun(Runner):
                 max_stages: int) -> "GraphRun":
         ep = G.export_model(model, args, kwargs)
         flat = pytree.tree_leaves((args, kwargs))
-        causal = G.eager_sdpa_causal(model, args, kwargs) if G.has_sdpa_mask(ep.graph_module) \
+        eager = G.eager_sdpa_calls(model, args, kwargs) if G.has_sdpa_mask(ep.graph_module) \
             else []
-        return cls(ep, model, flat, max_stages, causal)
+        return cls(ep, model, flat, max_stages, eager)
 
     @property
     def device(self) -> torch.device:
