@@ -699,6 +699,19 @@ def mape(rows, families=("remat-optimal", "remat-revolve", "remat-sequential")):
     return 100 * t, 100 * m, len(rs)
 
 
+def level_and_shape(rows, families):
+    """(k, MAPE of k x predicted time): k, the median of measured / predicted,
+    is the level the one profile at the start sampled against the rounds
+    (the machine's load drifts between them); what is left is how well the
+    predictions rank and space the points, which is what a solver uses."""
+    rs = [r for r in ok(rows) if r["family"] in families and r["pred_fb_ms"]]
+    if not rs:
+        return None
+    k = statistics.median(r["fb_s"] * 1e3 / r["pred_fb_ms"] for r in rs)
+    t = statistics.mean(abs(k * r["pred_fb_ms"] - r["fb_s"] * 1e3) / (r["fb_s"] * 1e3) for r in rs)
+    return k, 100 * t
+
+
 STYLE = {  # family: (label, color, marker, line)
     "plain": ("plain autograd", "black", "*", False),
     "hf-gc": ("HF checkpointing (every n layers)", "tab:orange", "s", True),
@@ -774,6 +787,9 @@ def report(name, rows, out, log):
         if m:
             print("\nMAPE of %s over %d points: time %.1f%%, memory %.1f%%" % (
                 what, m[2], m[0], m[1]))
+            k, t = level_and_shape(rows, fams)
+            print("measured / predicted time: median %.3f; time MAPE after that one factor: "
+                  "%.1f%%" % (k, t))
     sys.stdout.flush()
 
 
