@@ -55,6 +55,21 @@ def bert(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
     return m, (ids,), {"attention_mask": mask}
 
 
+def t5(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
+       vocab: int = 256) -> Example:
+    """An encoder-decoder: every decoder layer's cross-attention reads the
+    encoder's output, and every layer reads a position bias made from a
+    parameter in the first."""
+    _quiet_transformers()
+    from transformers import T5Config, T5ForConditionalGeneration
+    cfg = T5Config(vocab_size=vocab, d_model=width, d_ff=2 * width, num_layers=layers,
+                   num_decoder_layers=layers, num_heads=4, d_kv=width // 4,
+                   decoder_start_token_id=0, pad_token_id=0, dropout_rate=0.0, use_cache=False)
+    m = T5ForConditionalGeneration(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    return m, (ids,), {"labels": torch.randint(0, vocab, (batch, seq // 2))}
+
+
 def vit(layers: int = 3, width: int = 128, batch: int = 2, image: int = 64) -> Example:
     _quiet_transformers()
     from transformers import ViTConfig, ViTForImageClassification
@@ -320,6 +335,6 @@ def mlp(batch: int = 64) -> Example:
 
 
 ALL: Dict[str, Callable[[], Example]] = {
-    "gpt2": gpt2, "llama": llama, "bert": bert, "vit": vit, "resnet50": resnet50,
+    "gpt2": gpt2, "llama": llama, "bert": bert, "t5": t5, "vit": vit, "resnet50": resnet50,
     "densenet121": densenet121, "unet": unet, "pairnet": pairnet, "convnext": convnext,
     "gated": gated, "mlp": mlp}

@@ -10,7 +10,7 @@ import models as M
 import remat.torch as rt
 from torchkit import copies, limits, measured_peak, same_step, state, step, wrap
 
-MODELS = ["gpt2", "llama", "bert", "vit", "resnet50", "densenet121", "unet", "pairnet",
+MODELS = ["gpt2", "llama", "bert", "t5", "vit", "resnet50", "densenet121", "unet", "pairnet",
           "llama/modules"]
 
 
@@ -31,7 +31,10 @@ def test_model_at_three_limits(name):
         peak = measured_peak(w, args, kwargs)
         measured_peak(ref, args, kwargs)  # the same number of steps: BatchNorm stays in step
         assert peak <= e.limit, "%s: measured %d > limit %d" % (name, peak, e.limit)
-        tol = 0.05 if info["path"] == "modules" else 0.02
+        # 5 %: the module path's epilogue is calibrated from whole steps; T5's
+        # held values that require grad (position bias, encoder output) are
+        # predicted within 3.5 % (BENCHMARKS.md, issue 9 notes).
+        tol = 0.05 if info["path"] == "modules" or model_name == "t5" else 0.02
         assert abs(peak - e.predicted_peak) <= tol * e.predicted_peak, \
             "%s: measured %d, predicted %d" % (name, peak, e.predicted_peak)
 
@@ -118,6 +121,39 @@ def test_attention_runs_as_eager_runs(name, gqa):
             del out
         return meter.mark_levels[0]
     assert held_after_forward(w) == held_after_forward(ref)
+
+
+def test_encoder_output_held_so_the_decoder_is_cut_into_layers():
+    """Every T5 decoder layer's cross-attention reads the encoder's output:
+    passed from stage to stage, it kept the whole decoder in one stage (the
+    smallest limit was half of plain autograd's peak). Held for the step, it
+    lets a boundary fall after each decoder sub-layer; its gradient, summed
+    over the layers, is counted from the last decoder stage's backward to
+    the encoder's. T5's position bias (made from a parameter in the first
+    layer, read by the others) requires grad too: recomputing its maker
+    makes it again, so the recomputation saves what the forward saved."""
+    torch.manual_seed(0)
+    model, args, kwargs = M.t5()
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs)
+    e = w.last_entry
+    prog = e.program
+    assert len(prog.held_acts) == 1
+    (enc,) = prog.held_acts
+    maker = prog.stage_of[enc]
+    readers = {prog.stage_of[u] for u in enc.users if u in prog.stage_of}
+    assert len(readers) == 3 and min(readers) > maker + 1
+    v = enc.meta["val"]
+    assert [v.numel() * v.element_size(), max(readers), maker] in prog.backward_held
+    decoder = [s for s in e.chain.stages if s["name"].partition(":")[2].startswith("decoder.block")]
+    assert len(decoder) >= 6
+    low = limits(w)[0]
+    assert low < 0.4 * e.plain_peak
+    w.set_memory(low)
+    same_step(ref, w, args, kwargs)
+    peak = measured_peak(w, args, kwargs)
+    assert peak <= w.last_entry.limit
+    assert abs(peak - w.last_entry.predicted_peak) <= 0.05 * peak
 
 
 def test_use_cache_config_trains_without_the_cache():

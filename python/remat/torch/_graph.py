@@ -15,7 +15,12 @@ node mutates, and its time. The cut rules use those facts:
 - an activation is a tensor that depends on a user input and requires grad;
   only activations cross stage boundaries. Everything else a later stage
   reads (masks, rotary tables, position ids, outputs returned early) is held
-  once for the whole step and counted in memory ("held" values);
+  once for the whole step and counted in memory ("held" values), and so is
+  an activation that many layers read along the graph (an encoder's output,
+  read by every decoder layer's cross-attention) when holding it lets at
+  least two more boundaries fall (`held_activations`); its gradient, summed
+  by autograd over the readers, is counted from the last reader's backward
+  to its maker's;
 - a boundary after node k is legal when the activations live across it are
   tensors that autograd saves anyway (so keeping them costs what plain
   autograd pays), when no later node mutates a storage made before it, and
@@ -29,10 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import re
 import sys
 import time
 import weakref
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import (AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set,
+                    Tuple)
 
 import torch
 import torch.utils._pytree as pytree
@@ -495,8 +502,9 @@ def pinned_positions(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
 def choose_cuts(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
                 acts: Set[fx.Node], input_acts: Sequence[fx.Node],
                 storage_of: Dict[fx.Node, StorageKey], pinned: List[bool],
-                max_stages: int) -> Cut:
-    """Stage boundaries by the rules of the module docstring."""
+                max_stages: int, held_acts: AbstractSet[fx.Node] = frozenset()) -> Cut:
+    """Stage boundaries by the rules of the module docstring; the activations
+    in held_acts are held, so they cross no boundary."""
     last = last_uses(calls)
     saved_all: Set[StorageKey] = set()
     for f in facts.values():
@@ -508,7 +516,7 @@ def choose_cuts(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
     bounds: List[List[fx.Node]] = []
     prev: Set[Optional[StorageKey]] = {storage_of.get(a) for a in live}
     for k, n in enumerate(calls[:-1]):
-        if n in acts and last.get(n, -1) > k:
+        if n in acts and n not in held_acts and last.get(n, -1) > k:
             live[n] = None
         for a in [a for a in live if last.get(a, -1) <= k]:
             del live[a]
@@ -532,6 +540,72 @@ def choose_cuts(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
     bounds.append([])
     starts, bounds = _merge(starts, bounds, calls, facts, max_stages)
     return Cut(starts, bounds, reasons)
+
+
+def held_activations(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
+                     acts: Set[fx.Node], input_acts: Sequence[fx.Node],
+                     storage_of: Dict[fx.Node, StorageKey], pinned: List[bool]
+                     ) -> Set[fx.Node]:
+    """Activations to hold for the whole step instead of passing them from
+    stage to stage. An activation crosses at most one boundary, so one that
+    many layers read (an encoder's output, read by every decoder layer's
+    cross-attention) keeps all of them in one stage. Candidates are made
+    outside a stack of numbered layers and read inside two or more of them
+    (`_stack_input`), so not a layer's input read by its q, k and v
+    projections or by a norm and the residual sum: holding those for the
+    whole step would buy cuts inside one layer at the price of a whole-step
+    copy. The one read furthest away is tried first, and each is kept only
+    if holding it lets two or more boundaries fall that could not before."""
+    pos = {n: i for i, n in enumerate(calls)}
+    readers: Dict[fx.Node, List[fx.Node]] = {}
+    for n in calls:
+        for a in n.all_input_nodes:
+            if a in acts and a in pos:
+                readers.setdefault(a, []).append(n)
+    cands = sorted((a for a, r in readers.items() if _stack_input(a, r)),
+                   key=lambda a: (pos[a] - max(pos[u] for u in readers[a]), pos[a]))
+    held: Set[fx.Node] = set()
+    if not cands:
+        return held
+    every = len(calls) + 1  # no merging: count the boundaries themselves
+
+    def count(h: Set[fx.Node]) -> int:
+        return len(choose_cuts(calls, facts, acts, input_acts, storage_of, pinned, every,
+                               h).starts)
+    best = count(held)
+    for a in cands:
+        more = count(held | {a})
+        if more >= best + 2:
+            held.add(a)
+            best = more
+    return held
+
+
+def _module_path(n: fx.Node) -> List[str]:
+    stack = n.meta.get("nn_module_stack") or {}
+    return [str(v[0]) for v in stack.values()]
+
+
+def _stack_input(node: fx.Node, readers: Sequence[fx.Node]) -> bool:
+    """Whether node is made outside a stack of numbered layers (`layers.0`,
+    `layers.1`: children of the readers' innermost common module that differ
+    only in a trailing number) and read inside two or more of them: an
+    encoder's output in a decoder. Not a value the stack makes and its later
+    layers read (DenseNet's features: holding each for the step would count
+    it from before it is made)."""
+    paths = [_module_path(n) for n in readers]
+    common = 0
+    while all(len(p) > common for p in paths) and len({p[common] for p in paths}) == 1:
+        common += 1
+    if paths and _module_path(node)[:common] == paths[0][:common]:
+        return False  # made inside the stack (or no module tells)
+    stems: Dict[str, Set[str]] = {}
+    for p in paths:
+        if len(p) > common:
+            m = re.match(r"(.*?)(\d+)$", p[common])
+            if m:
+                stems.setdefault(m.group(1), set()).add(m.group(2))
+    return max((len(v) for v in stems.values()), default=0) >= 2
 
 
 def _merge(starts: List[int], bounds: List[List[fx.Node]], calls: Sequence[fx.Node],
@@ -643,7 +717,7 @@ def build_stage(root: fx.GraphModule, index: int, name: str, nodes: List[fx.Node
                 random: bool) -> GraphStage:
     """Stage `index`: its main-run module (returns everything later stages or
     the model's outputs read) and its recomputation module (returns a[j]; the
-    held values it made in the main run are read, not recomputed)."""
+    values of `held` it made in the main run are read, not recomputed)."""
     inside = set(nodes)
     inputs: List[fx.Node] = []
     for n in nodes:

@@ -26,7 +26,19 @@ def _register_held(x: Any) -> Any:
     if reg is not None:
         for t in G.tensors_in(x):
             reg.add((t.device.type, t.untyped_storage().data_ptr()))
+            if isinstance(reg, KeepAlive):
+                reg.alive.append(t)
     return x
+
+
+class KeepAlive(set):  # type: ignore[type-arg]
+    """A recomputation's free storages: the step's, and the held values it
+    makes again, kept alive until it ends (a freed one's address could come
+    back for a tensor the hooks must save)."""
+
+    def __init__(self, free: Set[Tuple[str, int]]) -> None:
+        super().__init__(free)
+        self.alive: List[torch.Tensor] = []
 
 
 class HeldRegistry:
@@ -73,6 +85,15 @@ def _registers_held(gm: fx.GraphModule) -> bool:
     return any(n.op == "call_function" and n.target is _register_held for n in gm.graph.nodes)
 
 
+def detached_like(t: torch.Tensor) -> torch.Tensor:
+    """t cut from its graph, still requiring grad if t did. Stages read held
+    values as the forward made them: SDPA, for one, picks another kernel
+    (saving other tensors) for a mask that requires grad (T5's position
+    bias, made from a parameter)."""
+    d = t.detach()
+    return d.requires_grad_(True) if t.requires_grad else d
+
+
 def free_key(t: torch.Tensor) -> Tuple[str, int]:
     return (t.device.type, t.untyped_storage().data_ptr())
 
@@ -83,6 +104,7 @@ class GraphRun(Runner):
     path = "graph"
     fall_overheads: List[int] = []  # set by profile_graph
     compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
+    held_acts: Set[fx.Node] = set()  # activations held for the whole step (_cut)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_sdpa: Sequence[G.EagerSdpa] = ()) -> None:
@@ -222,8 +244,10 @@ class GraphRun(Runner):
         self.input_acts = [ph for ph in self.user_inputs
                            if isinstance(scratch[ph], torch.Tensor) and scratch[ph].requires_grad]
         pinned, mutated_keys = G.pinned_positions(self.calls, facts, set(ph_storage.values()))
+        self.held_acts = G.held_activations(self.calls, facts, acts, self.input_acts,
+                                            storage_of, pinned)
         cut = G.choose_cuts(self.calls, facts, acts, self.input_acts, storage_of, pinned,
-                            max_stages)
+                            max_stages, self.held_acts)
         self.cut_reasons = cut.reasons
         self.facts = facts
         self.acts = acts
@@ -246,7 +270,8 @@ class GraphRun(Runner):
                 last_reader[a] = max(last_reader.get(a, 0), stage_of[n])
         # Held: read by a later stage but not an activation, or returned
         # before the last stage. Recomputations read them, not recompute them.
-        held = {n for n in self.calls if n not in acts and last_reader.get(n, 0) > stage_of[n]}
+        held = {n for n in self.calls if (n not in acts or n in self.held_acts)
+                and last_reader.get(n, 0) > stage_of[n]}
         held |= {o for o in out_set if o in stage_of and stage_of[o] < L
                  and (o not in acts or last_reader.get(o, 0) <= stage_of[o])}
         self.held = held
@@ -254,6 +279,12 @@ class GraphRun(Runner):
         # is not free for the hooks: autograd's copies of x must follow the plan.
         recomputed = {storage_of[n] for n in acts - held if n in storage_of}
         self.registered = {n for n in held if storage_of.get(n) not in recomputed}
+        # The recomputation of a held value's maker makes it again when it
+        # requires grad: the ops making it saved tensors for its backward
+        # (T5's position bias: the bucket indices of its embedding), and a
+        # recomputation must save what the main run saved. It is free for
+        # the hooks there too (registered in a per-recomputation set).
+        grad_held = {n for n in held if facts[n].requires_grad}
         key_to_ph = {k: ph for ph, k in ph_storage.items()}
         self.stages: List[G.GraphStage] = []
         for j, (s, e) in enumerate(zip(cut.starts, ends), 1):
@@ -272,9 +303,11 @@ class GraphRun(Runner):
                 re_out = [o for o in self.outputs if isinstance(o, fx.Node) and o in inside
                           and o in acts]
             st = G.build_stage(self.gm, j, G.stage_name(j, nodes), nodes, read_later,
-                               list(cut.boundaries[j - 1]), re_out, held, mutated,
+                               list(cut.boundaries[j - 1]), re_out, held - grad_held, mutated,
                                any(facts[n].random for n in nodes))
             _insert_register(st.gm, {n.name for n in nodes if n in self.registered})
+            _insert_register(st.gm_re, {n.name for n in nodes
+                                        if n in self.registered and n in grad_held})
             self.stages.append(st)
         self.n_stages = L
         self.stage_of = stage_of
@@ -324,7 +357,7 @@ class GraphRun(Runner):
             for o, v in zip(st.outputs, outs):
                 env[o] = v
                 if o in self.held:
-                    vals[o] = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), v)
+                    vals[o] = pytree.tree_map_only(torch.Tensor, detached_like, v)
                     if o in self.outputs:
                         for t in G.tensors_in(v):
                             step.watch(t, "output %r" % o.name)
@@ -362,11 +395,11 @@ class GraphRun(Runner):
             step.free_storages.add(free_key(x))
         try:
             if not keep:
-                with torch.no_grad():
+                with torch.no_grad(), HeldRegistry(set()):
                     outs = G.call(st.gm_re, args)
                 return [o.detach() for o in outs], None
             saved: List[torch.Tensor] = []
-            free = step.free_storages
+            free = KeepAlive(step.free_storages)  # plus the held values made again here
 
             def pack(t: torch.Tensor) -> torch.Tensor:
                 if free_key(t) in free or t.untyped_storage().data_ptr() == 0:
@@ -374,7 +407,8 @@ class GraphRun(Runner):
                 d = t.detach()  # the tensor itself would make a cycle through its grad_fn
                 saved.append(d)
                 return d
-            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                    HeldRegistry(free):
                 outs = G.call(st.gm_re, args)
             return [o.detach() for o in outs], saved
         finally:
@@ -479,7 +513,8 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
             fall.append(info.pop("fall_overhead"))
             out.append(info)
             for o, v in run.last.items():  # the values the next stages read
-                env[o] = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), v)
+                env[o] = pytree.tree_map_only(
+                    torch.Tensor, detached_like if o in prog.held else torch.Tensor.detach, v)
                 if o in prog.held:
                     ts = G.tensors_in(env[o])
                     held_bytes += unique_bytes(ts, free)
@@ -497,7 +532,7 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
     held_bytes += sum(1 for st in prog.stages if st.random) * rng_state_bytes(device)
-    prog.backward_held = shared_param_grads(prog, feeds)
+    prog.backward_held = shared_param_grads(prog, feeds) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in prog.backward_held)
     held_bytes += RESERVE + RESERVE_PER_OP * len(prog.calls)
     return out, unique_bytes(ins), dense_bytes(ins), held_bytes
@@ -515,6 +550,23 @@ def shared_param_grads(prog: GraphRun, feeds: Dict[fx.Node, Any]) -> List[List[i
         readers = {prog.stage_of[u] for u in ph.users if u in prog.stage_of}
         if kind == "PARAMETER" and v.requires_grad and len(readers) > 1:
             out.append([dense_bytes([v]), max(readers), min(readers)])
+    return out
+
+
+def held_grads(prog: GraphRun, env: Dict[fx.Node, Any]) -> List[List[int]]:
+    """A held value that requires grad (an activation many layers read; T5's
+    position bias, made from a parameter): autograd sums the readers' parts
+    in its input buffer from the last reader's backward until its maker's
+    backward takes it: [bytes, last reader, maker]."""
+    out = []
+    for a in sorted(prog.held, key=lambda n: prog.stage_of[n]):
+        v = env.get(a)
+        if not any(t.requires_grad for t in G.tensors_in(v)):
+            continue
+        readers = {prog.stage_of[u] for u in a.users if u in prog.stage_of}
+        maker = prog.stage_of[a]
+        if max(readers, default=maker) > maker:
+            out.append([dense_bytes(G.tensors_in(v)), max(readers), maker])
     return out
 
 
