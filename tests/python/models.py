@@ -70,6 +70,23 @@ def t5(layers: int = 3, width: int = 128, batch: int = 2, seq: int = 64,
     return m, (ids,), {"labels": torch.randint(0, vocab, (batch, seq // 2))}
 
 
+def whisper(layers: int = 3, width: int = 128, batch: int = 2, frames: int = 64,
+            vocab: int = 256) -> Example:
+    """An encoder-decoder on audio features: its encoder ends in a norm that
+    makes the held output, so recomputing that stage must make it again."""
+    _quiet_transformers()
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    cfg = WhisperConfig(vocab_size=vocab, d_model=width, encoder_layers=layers,
+                        decoder_layers=layers, encoder_attention_heads=4,
+                        decoder_attention_heads=4, encoder_ffn_dim=2 * width,
+                        decoder_ffn_dim=2 * width, num_mel_bins=16,
+                        max_source_positions=frames // 2, max_target_positions=frames,
+                        decoder_start_token_id=0, pad_token_id=1, use_cache=False)
+    m = WhisperForConditionalGeneration(cfg).train()
+    feats = torch.randn(batch, 16, frames)
+    return m, (feats,), {"labels": torch.randint(2, vocab, (batch, frames // 4))}
+
+
 def vit(layers: int = 3, width: int = 128, batch: int = 2, image: int = 64) -> Example:
     _quiet_transformers()
     from transformers import ViTConfig, ViTForImageClassification
@@ -335,6 +352,7 @@ def mlp(batch: int = 64) -> Example:
 
 
 ALL: Dict[str, Callable[[], Example]] = {
-    "gpt2": gpt2, "llama": llama, "bert": bert, "t5": t5, "vit": vit, "resnet50": resnet50,
+    "gpt2": gpt2, "llama": llama, "bert": bert, "t5": t5, "whisper": whisper, "vit": vit,
+    "resnet50": resnet50,
     "densenet121": densenet121, "unet": unet, "pairnet": pairnet, "convnext": convnext,
     "gated": gated, "mlp": mlp}

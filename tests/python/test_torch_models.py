@@ -32,8 +32,8 @@ def test_model_at_three_limits(name):
         measured_peak(ref, args, kwargs)  # the same number of steps: BatchNorm stays in step
         assert peak <= e.limit, "%s: measured %d > limit %d" % (name, peak, e.limit)
         # 5 %: the module path's epilogue is calibrated from whole steps; T5's
-        # held values that require grad (position bias, encoder output) are
-        # predicted within 3.5 % (BENCHMARKS.md, issue 9 notes).
+        # held values that require grad (its encoder output, its position
+        # bias) are predicted within 2 % (docs/python.md, "Known gaps").
         tol = 0.05 if info["path"] == "modules" or model_name == "t5" else 0.02
         assert abs(peak - e.predicted_peak) <= tol * e.predicted_peak, \
             "%s: measured %d, predicted %d" % (name, peak, e.predicted_peak)
@@ -145,6 +145,9 @@ def test_encoder_output_held_so_the_decoder_is_cut_into_layers():
     assert len(readers) == 3 and min(readers) > maker + 1
     v = enc.meta["val"]
     assert [v.numel() * v.element_size(), max(readers), maker] in prog.backward_held
+    # the bias requires grad, so SDPA runs its math kernel in the forward,
+    # and recomputations without grad are held to it (else bits differ)
+    assert any(st.sdpa_math for st in prog.stages)
     decoder = [s for s in e.chain.stages if s["name"].partition(":")[2].startswith("decoder.block")]
     assert len(decoder) >= 6
     low = limits(w)[0]
@@ -154,6 +157,27 @@ def test_encoder_output_held_so_the_decoder_is_cut_into_layers():
     peak = measured_peak(w, args, kwargs)
     assert peak <= w.last_entry.limit
     assert abs(peak - w.last_entry.predicted_peak) <= 0.05 * peak
+
+
+def test_whisper_encoder_output_made_again_by_its_stage():
+    """Whisper's encoder ends in a norm whose output only the decoder reads
+    (held): the recomputation of its stage returns a[j] without it, so it
+    was left out as dead code, and the norm's saved tensors were missing
+    ("recomputing stage 11 saved 0 tensors, the forward saved 3", on the
+    schedules that recompute that stage keeping its tensors). Memory is
+    not checked here: on some schedules the smallest limit is exceeded by
+    up to 3 % (docs/python.md, "Known gaps")."""
+    torch.manual_seed(0)
+    model, args, kwargs = M.whisper()
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs)
+    prog = w.last_entry.program
+    (enc,) = prog.held_acts
+    maker = prog.stages[prog.stage_of[enc] - 1]
+    assert enc.name in {n.name for n in maker.gm_re.graph.nodes}
+    for limit in limits(w)[:2] + [0.5]:
+        w.set_memory(limit)
+        same_step(ref, w, args, kwargs)
 
 
 def test_use_cache_config_trains_without_the_cache():

@@ -221,6 +221,19 @@ def _repeated_heads(node: Any) -> Optional[fx.Node]:
     return n
 
 
+def sdpa_mask_requires_grad(nodes: Sequence[fx.Node], facts: Dict[fx.Node, "NodeFacts"]
+                            ) -> bool:
+    """Whether an SDPA call among nodes takes a mask that requires grad (T5's
+    position bias): with grad SDPA then runs its math kernel, without grad a
+    fused one, whose values differ in the last bits."""
+    for n in nodes:
+        if n.op == "call_function" and n.target is _SDPA:
+            mask = _bind(n).get("attn_mask")
+            if isinstance(mask, fx.Node) and mask in facts and facts[mask].requires_grad:
+                return True
+    return False
+
+
 def has_sdpa_mask(gm: fx.GraphModule) -> bool:
     """Whether some SDPA call of the graph passes a mask or repeated heads
     (use_is_causal's candidates: only then is eager's record worth a
@@ -658,13 +671,18 @@ class GraphStage:
     random: bool
     gm: fx.GraphModule
     gm_re: fx.GraphModule
+    # an SDPA call whose mask requires grad: with grad, SDPA runs its math
+    # kernel; a recomputation without grad must too, or its values differ
+    sdpa_math: bool = False
 
 
 def _subgraph(root: fx.GraphModule, name: str, nodes: Sequence[fx.Node],
-              inputs: Sequence[fx.Node], outputs: Sequence[fx.Node]) -> fx.GraphModule:
-    """A GraphModule computing `outputs` from `inputs` with `nodes`. A node
-    that is also an input is read, not computed, except a random one: it
-    still runs, so the random numbers drawn after it stay the same."""
+              inputs: Sequence[fx.Node], outputs: Sequence[fx.Node],
+              keep: Sequence[fx.Node] = ()) -> fx.GraphModule:
+    """A GraphModule computing `outputs` from `inputs` with `nodes`, and the
+    nodes in `keep` even if no output reads them. A node that is also an
+    input is read, not computed, except a random one: it still runs, so the
+    random numbers drawn after it stay the same."""
     g = fx.Graph()
     env: Dict[fx.Node, fx.Node] = {a: g.placeholder(a.name) for a in inputs}
     for n in nodes:
@@ -676,9 +694,10 @@ def _subgraph(root: fx.GraphModule, name: str, nodes: Sequence[fx.Node],
         copy = g.node_copy(n, lambda a: env[a])
         env.setdefault(n, copy)
     g.output(tuple(env[o] for o in outputs))
+    kept = {env[n] for n in keep}
     for n in reversed(list(g.nodes)):  # dead code, keeping side effects and draws
         if n.op not in ("placeholder", "output") and not n.users and not n.is_impure() \
-                and not _is_random(n):
+                and not _is_random(n) and n not in kept:
             g.erase_node(n)
     gm = fx.GraphModule(root, g, class_name=name)
     _box(gm)
@@ -714,10 +733,11 @@ def call(gm: fx.GraphModule, args: List[Any]) -> Any:
 def build_stage(root: fx.GraphModule, index: int, name: str, nodes: List[fx.Node],
                 read_later: Callable[[fx.Node], bool], boundary: List[fx.Node],
                 re_outputs: List[fx.Node], held: Set[fx.Node], mutated: List[fx.Node],
-                random: bool) -> GraphStage:
+                random: bool, remake: AbstractSet[fx.Node] = frozenset()) -> GraphStage:
     """Stage `index`: its main-run module (returns everything later stages or
     the model's outputs read) and its recomputation module (returns a[j]; the
-    values of `held` it made in the main run are read, not recomputed)."""
+    values of `held` it made in the main run are read, not recomputed; those
+    of `remake` are made again even if a[j] does not need them)."""
     inside = set(nodes)
     inputs: List[fx.Node] = []
     for n in nodes:
@@ -728,7 +748,8 @@ def build_stage(root: fx.GraphModule, index: int, name: str, nodes: List[fx.Node
     held_here = [n for n in nodes if n in held]
     re_inputs = inputs + held_here
     gm = _subgraph(root, "Stage%d" % index, nodes, inputs, outputs)
-    gm_re = _subgraph(root, "Stage%dRe" % index, nodes, re_inputs, re_outputs)
+    gm_re = _subgraph(root, "Stage%dRe" % index, nodes, re_inputs, re_outputs,
+                      [n for n in nodes if n in remake])
     return GraphStage(index, name, nodes, inputs, outputs, boundary, re_inputs, re_outputs,
                       mutated, random, gm, gm_re)
 

@@ -1,6 +1,7 @@
 """The graph path: an exported program cut into stages, run stage by stage."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
@@ -83,6 +84,14 @@ class CompiledStage:
 
 def _registers_held(gm: fx.GraphModule) -> bool:
     return any(n.op == "call_function" and n.target is _register_held for n in gm.graph.nodes)
+
+
+def _math_sdpa(on: bool) -> Any:
+    """SDPA's math kernel only, when `on` (see GraphStage.sdpa_math)."""
+    if not on:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(SDPBackend.MATH)
 
 
 def detached_like(t: torch.Tensor) -> torch.Tensor:
@@ -304,7 +313,8 @@ class GraphRun(Runner):
                           and o in acts]
             st = G.build_stage(self.gm, j, G.stage_name(j, nodes), nodes, read_later,
                                list(cut.boundaries[j - 1]), re_out, held - grad_held, mutated,
-                               any(facts[n].random for n in nodes))
+                               any(facts[n].random for n in nodes), grad_held)
+            st.sdpa_math = G.sdpa_mask_requires_grad(nodes, facts)
             _insert_register(st.gm, {n.name for n in nodes if n in self.registered})
             _insert_register(st.gm_re, {n.name for n in nodes
                                         if n in self.registered and n in grad_held})
@@ -395,7 +405,7 @@ class GraphRun(Runner):
             step.free_storages.add(free_key(x))
         try:
             if not keep:
-                with torch.no_grad(), HeldRegistry(set()):
+                with torch.no_grad(), HeldRegistry(set()), _math_sdpa(st.sdpa_math):
                     outs = G.call(st.gm_re, args)
                 return [o.detach() for o in outs], None
             saved: List[torch.Tensor] = []
@@ -475,6 +485,8 @@ class _StageRun(StageRun):
             d = t.detach()  # the tensor itself would make a cycle through its grad_fn
             saved.append(d)
             return d
+        held_leaves = [t for a, x in zip(st.inputs, args) if grad and a in self.prog.held
+                       for t in G.tensors_in(x) if t.requires_grad]
         if grad:
             with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
                     pack, lambda t: t), HeldRegistry(free):
@@ -488,7 +500,9 @@ class _StageRun(StageRun):
         if not st.boundary:  # the last stage: backward from the loss if it returns one
             scalars = [t for t in out_a if t.dim() == 0 and t.requires_grad]
             graph_outs = scalars or out_a
-        return StageRun.Result(out_a, saved, graph_outs, leaves, free)
+        res = StageRun.Result(out_a, saved, graph_outs, leaves, free)
+        res.held_leaves = held_leaves
+        return res
 
 
 def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[Any],

@@ -66,6 +66,9 @@ class StageRun:
                      free: Set[FreeKey]) -> None:
             self.a, self.saved, self.graph_outs, self.inputs = a, saved, graph_outs, inputs
             self.free = free  # storages held anyway while this result lives
+            # held values read here that require grad: the backward makes their
+            # gradients too (summed by autograd outside the stage), then drops them
+            self.held_leaves: List[torch.Tensor] = []
 
     name = "stage"
 
@@ -95,10 +98,11 @@ class StageRun:
         if not outs:
             return []
         ins = [t for t in res.inputs if t.requires_grad]
-        wrt = ins + [p for p in self.proxies.values() if p.requires_grad]
+        held = [t for t in res.held_leaves if t.requires_grad]
+        wrt = ins + held + [p for p in self.proxies.values() if p.requires_grad]
         torch.autograd.backward(outs, inputs=wrt)
         out = [t.grad for t in ins if t.grad is not None]
-        for t in ins:
+        for t in ins + held:
             t.grad = None
         return out
 
