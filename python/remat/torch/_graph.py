@@ -86,15 +86,10 @@ def export_model(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Any:
     fn = getattr(torch.export, "export_for_training", None)  # torch 2.5 .. 2.8
     export = fn if fn is not None else torch.export.export
     try:
-        with _as_eager(), quiet_fd2():
+        with _as_eager(), fd2_to():  # a failure here prints whole graphs, then is retried
             return export(model, args, kwargs, strict=False)
     except Exception:  # the eager path reads values: capture the traced path
         return export(model, args, kwargs, strict=False)
-
-
-def quiet_fd2() -> Any:
-    """File descriptor 2 to /dev/null: a failed export prints whole graphs."""
-    return fd2_to()
 
 
 class _as_eager:
@@ -124,9 +119,13 @@ def _false(*args: Any, **kwargs: Any) -> bool:
 
 
 # --------------------------------------------------------------------------
-# Causal masks
+# SDPA calls as eager makes them
 
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
+
+
+def _sdpa_calls(nodes: Any) -> List[fx.Node]:
+    return [n for n in nodes if n.op == "call_function" and n.target is _SDPA]
 
 
 class EagerSdpa(NamedTuple):
@@ -136,8 +135,8 @@ class EagerSdpa(NamedTuple):
     gqa: bool     # passed enable_gqa: key and value keep their fewer heads
 
 
-def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], eager: Sequence[EagerSdpa]
-                  ) -> Tuple[int, int]:
+def match_eager_sdpa(gm: fx.GraphModule, feeds: Dict[fx.Node, Any],
+                     eager: Sequence[EagerSdpa]) -> Tuple[int, int]:
     """Makes the graph's SDPA calls those eager makes; returns how many calls
     became is_causal without a mask, and how many take key and value with
     their own heads (enable_gqa). Under export Hugging Face builds the
@@ -154,7 +153,7 @@ def use_is_causal(gm: fx.GraphModule, feeds: Dict[fx.Node, Any], eager: Sequence
     the lower triangle over (query, key) in every batch and head. Repeated
     heads are undone only where eager passed enable_gqa and the call then
     passes a mask and is_causal as eager's did."""
-    sdpa = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _SDPA]
+    sdpa = _sdpa_calls(gm.graph.nodes)
     if len(sdpa) != len(eager):
         return 0, 0  # the calls do not pair up
     has_gqa = any(a.name == "enable_gqa" for a in _SDPA._schema.arguments)
@@ -226,23 +225,21 @@ def sdpa_mask_requires_grad(nodes: Sequence[fx.Node], facts: Dict[fx.Node, "Node
     """Whether an SDPA call among nodes takes a mask that requires grad (T5's
     position bias): with grad SDPA then runs its math kernel, without grad a
     fused one, whose values differ in the last bits."""
-    for n in nodes:
-        if n.op == "call_function" and n.target is _SDPA:
-            mask = _bind(n).get("attn_mask")
-            if isinstance(mask, fx.Node) and mask in facts and facts[mask].requires_grad:
-                return True
+    for n in _sdpa_calls(nodes):
+        mask = _bind(n).get("attn_mask")
+        if isinstance(mask, fx.Node) and mask in facts and facts[mask].requires_grad:
+            return True
     return False
 
 
 def has_sdpa_mask(gm: fx.GraphModule) -> bool:
     """Whether some SDPA call of the graph passes a mask or repeated heads
-    (use_is_causal's candidates: only then is eager's record worth a
+    (match_eager_sdpa's candidates: only then is eager's record worth a
     forward)."""
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n.target is _SDPA:
-            b = _bind(n)
-            if isinstance(b.get("attn_mask"), fx.Node) or _repeated_heads(b["key"]) is not None:
-                return True
+    for n in _sdpa_calls(gm.graph.nodes):
+        b = _bind(n)
+        if isinstance(b.get("attn_mask"), fx.Node) or _repeated_heads(b["key"]) is not None:
+            return True
     return False
 
 
@@ -265,7 +262,7 @@ class _SdpaLog(torch.overrides.TorchFunctionMode):
 
 
 def eager_sdpa_calls(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> List[EagerSdpa]:
-    """use_is_causal's record: one no-grad eager forward, leaving no trace."""
+    """match_eager_sdpa's record: one no-grad eager forward, leaving no trace."""
     log = _SdpaLog()
     with log:
         _eager_forward(model, model, args, kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -113,7 +113,7 @@ class GraphRun(Runner):
     path = "graph"
     fall_overheads: List[int] = []  # set by profile_graph
     compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
-    held_acts: Set[fx.Node] = set()  # activations held for the whole step (_cut)
+    held_acts: AbstractSet[fx.Node] = frozenset()  # activations held for the step (_cut)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_sdpa: Sequence[G.EagerSdpa] = ()) -> None:
@@ -149,7 +149,7 @@ class GraphRun(Runner):
         self.returns_loss = _returns_loss(self.outputs, self.out_spec)
         consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
                   if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
-        self.causal_masks, self.gqa_calls = G.use_is_causal(gm, consts, eager_sdpa)
+        self.causal_masks, self.gqa_calls = G.match_eager_sdpa(gm, consts, eager_sdpa)
         self.calls = [n for n in gm.graph.nodes if n.op in G.CALL_OPS]
         if not self.calls:
             raise G.CaptureError("the exported graph computes nothing")

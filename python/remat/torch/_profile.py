@@ -98,11 +98,10 @@ class StageRun:
         if not outs:
             return []
         ins = [t for t in res.inputs if t.requires_grad]
-        held = [t for t in res.held_leaves if t.requires_grad]
-        wrt = ins + held + [p for p in self.proxies.values() if p.requires_grad]
+        wrt = ins + res.held_leaves + [p for p in self.proxies.values() if p.requires_grad]
         torch.autograd.backward(outs, inputs=wrt)
         out = [t.grad for t in ins if t.grad is not None]
-        for t in ins + held:
+        for t in ins + res.held_leaves:
             t.grad = None
         return out
 

@@ -475,8 +475,6 @@ def _capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Dict[str, Any]
     return program, why, log
 
 
-
-
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return "%s: %s" % (type(e).__name__, text[0] if text else "")
