@@ -688,10 +688,15 @@ def remat_table(rows):
     return "\n".join(lines)
 
 
+def _predicted(rows, families):
+    """The measured rows of `families` that carry a predicted time."""
+    return [r for r in ok(rows) if r["family"] in families and r["pred_fb_ms"]]
+
+
 def mape(rows, families=("remat-optimal", "remat-revolve", "remat-sequential")):
     """(time MAPE, memory MAPE, points): remat's predicted forward+backward time
     and peak against the measured ones."""
-    rs = [r for r in ok(rows) if r["family"] in families and r["pred_fb_ms"]]
+    rs = _predicted(rows, families)
     if not rs:
         return None
     t = statistics.mean(abs(r["pred_fb_ms"] - r["fb_s"] * 1e3) / (r["fb_s"] * 1e3) for r in rs)
@@ -704,7 +709,7 @@ def level_and_shape(rows, families):
     is the level the one profile at the start sampled against the rounds
     (the machine's load drifts between them); what is left is how well the
     predictions rank and space the points, which is what a solver uses."""
-    rs = [r for r in ok(rows) if r["family"] in families and r["pred_fb_ms"]]
+    rs = _predicted(rows, families)
     if not rs:
         return None
     k = statistics.median(r["fb_s"] * 1e3 / r["pred_fb_ms"] for r in rs)
