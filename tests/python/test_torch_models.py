@@ -32,8 +32,8 @@ def test_model_at_three_limits(name):
         measured_peak(ref, args, kwargs)  # the same number of steps: BatchNorm stays in step
         assert peak <= e.limit, "%s: measured %d > limit %d" % (name, peak, e.limit)
         # 5 %: the module path's epilogue is calibrated from whole steps; T5's
-        # held values that require grad (its encoder output, its position
-        # bias) are predicted within 2 % (docs/python.md, "Known gaps").
+        # encoder output is its final norm's output, counted twice while both
+        # are alive (docs/python.md, "Known gaps").
         tol = 0.05 if info["path"] == "modules" or model_name == "t5" else 0.02
         assert abs(peak - e.predicted_peak) <= tol * e.predicted_peak, \
             "%s: measured %d, predicted %d" % (name, peak, e.predicted_peak)
@@ -164,20 +164,32 @@ def test_whisper_encoder_output_made_again_by_its_stage():
     (held): the recomputation of its stage returns a[j] without it, so it
     was left out as dead code, and the norm's saved tensors were missing
     ("recomputing stage 11 saved 0 tensors, the forward saved 3", on the
-    schedules that recompute that stage keeping its tensors). Memory is
-    not checked here: on some schedules the smallest limit is exceeded by
-    up to 3 % (docs/python.md, "Known gaps")."""
+    schedules that recompute that stage keeping its tensors). The output
+    made again had that recomputation's graph, which held it back through
+    the saved-tensor hooks: a cycle the garbage collector never frees, so
+    each step leaked it (66 KB here) and limits were exceeded by up to 3 %."""
     torch.manual_seed(0)
     model, args, kwargs = M.whisper()
     ref, base = copies(model)
     w = wrap(base, args, kwargs)
     prog = w.last_entry.program
     (enc,) = prog.held_acts
-    maker = prog.stages[prog.stage_of[enc] - 1]
-    assert enc.name in {n.name for n in maker.gm_re.graph.nodes}
-    for limit in limits(w)[:2] + [0.5]:
-        w.set_memory(limit)
-        same_step(ref, w, args, kwargs)
+    maker = prog.stage_of[enc]
+    assert enc.name in {n.name for n in prog.stages[maker - 1].gm_re.graph.nodes}
+    remade = 0
+    for algorithm in ("optimal", "revolve", "sequential"):
+        for limit in limits(w, algorithm)[:2]:
+            w.set_memory(limit, algorithm=algorithm)
+            ops = w.last_entry.schedule.ops
+            remade += "Fall %d" % maker in ops[ops.index("B %d" % (maker + 1)):]
+            same_step(ref, w, args, kwargs)
+            assert measured_peak(w, args, kwargs) <= w.last_entry.predicted_peak
+            with rt.PeakMeter() as meter:
+                for _ in range(2):
+                    step(w, args, kwargs)
+                    meter.mark()
+            assert meter.mark_levels == [0, 0]  # nothing outlives a step
+    assert remade  # some schedule makes the encoder's output again
 
 
 def test_use_cache_config_trains_without_the_cache():

@@ -95,10 +95,12 @@ def same_step(ref: torch.nn.Module, w: torch.nn.Module, args: tuple, kwargs: dic
 
 def measured_peak(model: torch.nn.Module, args: tuple, kwargs: dict) -> int:
     """Peak bytes of one step above its start, from the profiler's allocation
-    events (not remat's bookkeeping); gradients exist before it starts."""
+    events (not remat's bookkeeping); gradients exist before it starts.
+    Fails if the step leaves anything allocated (a leak grows every step)."""
     zero_grads(model)
     with rt.PeakMeter() as m:
         step(model, args, kwargs)
+    assert m.end <= 0, "%d bytes outlive the step" % m.end
     return m.peak
 
 

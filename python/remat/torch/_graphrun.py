@@ -417,9 +417,16 @@ class GraphRun(Runner):
                 d = t.detach()  # the tensor itself would make a cycle through its grad_fn
                 saved.append(d)
                 return d
-            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                    HeldRegistry(free):
-                outs = G.call(st.gm_re, args)
+            try:
+                with torch.enable_grad(), \
+                        torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                        HeldRegistry(free):
+                    outs = G.call(st.gm_re, args)
+            finally:
+                # The remade held values have this recomputation's graph, whose
+                # nodes hold `pack`, hence `free`: a cycle through autograd's
+                # C++ objects, which the garbage collector never frees.
+                free.alive.clear()
             return [o.detach() for o in outs], saved
         finally:
             for x in mutated_clones:
