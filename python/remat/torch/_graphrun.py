@@ -553,24 +553,30 @@ def profile_graph(prog: GraphRun, model: torch.nn.Module, flat_inputs: Sequence[
     snaps = {ph for st in prog.stages for ph in st.mutated}
     held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
     held_bytes += sum(1 for st in prog.stages if st.random) * rng_state_bytes(device)
-    prog.backward_held = shared_param_grads(prog, feeds) + held_grads(prog, env)
+    prog.backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in prog.backward_held)
     held_bytes += RESERVE + RESERVE_PER_OP * len(prog.calls)
     return out, unique_bytes(ins), dense_bytes(ins), held_bytes
 
 
-def shared_param_grads(prog: GraphRun, feeds: Dict[fx.Node, Any]) -> List[List[int]]:
+def shared_param_grads(prog: GraphRun, feeds: Dict[fx.Node, Any],
+                       stages: List[Dict[str, Any]]) -> List[List[int]]:
     """A parameter read by several stages (tied embeddings): autograd keeps
     the gradient of the latest reader in the parameter's input buffer until
     the earliest reader's backward adds to it: [bytes, latest, earliest].
     (The latest reader's backward makes it as a temporary, which that
-    stage's profiled backward overhead counts.)"""
+    stage's profiled backward overhead counts.) Each other reader's backward
+    may add its part out of place (a transposed head's gradient cannot take
+    it in place): one more gradient while it runs, added to its overhead."""
     out = []
     for ph, (kind, _) in prog.ph_spec.items():
         v = feeds[ph]
         readers = {prog.stage_of[u] for u in ph.users if u in prog.stage_of}
         if kind == "PARAMETER" and v.requires_grad and len(readers) > 1:
-            out.append([dense_bytes([v]), max(readers), min(readers)])
+            nbytes = dense_bytes([v])
+            out.append([nbytes, max(readers), min(readers)])
+            for r in sorted(readers)[:-1]:
+                stages[r - 1]["bwd_overhead"] += nbytes
     return out
 
 

@@ -25,7 +25,7 @@ from ._progress import Progress
 
 Memory = Union[int, float, str]
 Bandwidth = Union[None, int, float, str]
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3  # bump when what a profile measures changes: old cache files go stale
 
 
 class InputChanged(RuntimeError):
