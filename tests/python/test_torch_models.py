@@ -8,6 +8,7 @@ import torch
 
 import models as M
 import remat.torch as rt
+from remat.torch._profile import dense_bytes
 from torchkit import copies, limits, measured_peak, same_step, state, step, wrap
 
 MODELS = ["gpt2", "llama", "bert", "t5", "vit", "resnet50", "densenet121", "unet", "pairnet",
@@ -31,11 +32,14 @@ def test_model_at_three_limits(name):
         peak = measured_peak(w, args, kwargs)
         measured_peak(ref, args, kwargs)  # the same number of steps: BatchNorm stays in step
         assert peak <= e.limit, "%s: measured %d > limit %d" % (name, peak, e.limit)
-        # 5 %: the module path's epilogue is calibrated from whole steps; T5's
+        # 5 %: the module path's epilogue is calibrated from whole steps. T5's
         # encoder output is its final norm's output, counted twice while both
-        # are alive (docs/python.md, "Known gaps").
-        tol = 0.05 if info["path"] == "modules" or model_name == "t5" else 0.02
-        assert abs(peak - e.predicted_peak) <= tol * e.predicted_peak, \
+        # are alive (docs/python.md, "Known gaps"): its bytes more, never less.
+        tol = 0.05 if info["path"] == "modules" else 0.02
+        twice = sum(dense_bytes([a.meta["val"]]) for a in e.program.held_acts) \
+            if model_name == "t5" else 0
+        assert -tol * e.predicted_peak <= e.predicted_peak - peak <= \
+            tol * e.predicted_peak + twice, \
             "%s: measured %d, predicted %d" % (name, peak, e.predicted_peak)
 
 
@@ -156,7 +160,11 @@ def test_encoder_output_held_so_the_decoder_is_cut_into_layers():
     same_step(ref, w, args, kwargs)
     peak = measured_peak(w, args, kwargs)
     assert peak <= w.last_entry.limit
-    assert abs(peak - w.last_entry.predicted_peak) <= 0.05 * peak
+    # With dropout 0 the encoder's output is its final norm's output, a
+    # boundary value too: counted twice while both are alive (docs/python.md,
+    # "Known gaps"), never less than measured.
+    over = w.last_entry.predicted_peak - peak
+    assert 0 <= over <= 0.02 * peak + v.numel() * v.element_size()
 
 
 def test_whisper_encoder_output_made_again_by_its_stage():

@@ -25,6 +25,7 @@ from ._progress import Progress
 
 Memory = Union[int, float, str]
 Bandwidth = Union[None, int, float, str]
+ROOMIER_STEPS = 8  # solves at most, when part of `held` is held in the backward only
 PROFILE_VERSION = 3  # bump when what a profile measures changes: old cache files go stale
 
 
@@ -211,18 +212,32 @@ class Entry:
                  slots: Optional[int], segments: Optional[int], bw: Optional[float]
                  ) -> Optional["remat.Schedule"]:
         """`sched` (None: infeasible) was solved as if backward_held were held
-        for the whole step; a schedule solved with the room that leaves in
-        the forward is taken if it is faster and its prediction fits."""
-        if not self.backward_held or limit <= self.step_held:
+        for the whole step. The solver cannot see that it is held in the
+        backward only, so budgets up to the one that leaves out backward_held
+        are tried (bisection on the budget); a schedule is taken if it is
+        faster and its prediction, which counts backward_held op by op, fits."""
+        lo, hi = limit - self.held, limit - self.step_held
+        if not self.backward_held or hi <= 0:
             return sched
-        try:
-            roomy = remat.solve(self.chain, limit - self.step_held, algorithm=algorithm,
-                                slots=slots, segments=segments, bandwidth=bw)
-        except remat.InfeasibleError:
-            return sched
-        if (sched is None or roomy.time < sched.time) and self._predict(roomy) <= limit:
-            return roomy
-        return sched
+        best, budget = sched, hi
+        for _ in range(ROOMIER_STEPS):
+            try:
+                cand = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
+                                   segments=segments, bandwidth=bw)
+            except remat.InfeasibleError:  # so is every smaller budget
+                cand = None
+            if cand is not None and self._predict(cand) > limit:
+                hi = budget
+            else:
+                lo = budget
+                if cand is not None and (best is None or cand.time < best.time):
+                    best = cand
+                if budget == limit - self.step_held:
+                    break
+            if hi - lo <= max(1, limit >> 10):
+                break
+            budget = (lo + hi) // 2
+        return best
 
     def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
               segments: Optional[int], progress: Progress, bandwidth: Bandwidth = None) -> None:
