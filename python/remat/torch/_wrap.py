@@ -209,13 +209,14 @@ class Entry:
         return self.link
 
     def _roomier(self, sched: Optional["remat.Schedule"], limit: int, algorithm: str,
-                 slots: Optional[int], segments: Optional[int], bw: Optional[float]
-                 ) -> Optional["remat.Schedule"]:
+                 slots: Optional[int], segments: Optional[int], bw: Optional[float],
+                 floor: Optional[int] = None) -> Optional["remat.Schedule"]:
         """`sched` (None: infeasible) was solved as if backward_held were held
         for the whole step. The solver cannot see that it is held in the
         backward only, so budgets up to the one that leaves out backward_held
         are tried (bisection on the budget); a schedule is taken if it is
-        faster and its prediction, which counts backward_held op by op, fits."""
+        faster and its prediction, which counts backward_held op by op, fits.
+        floor: the chain's smallest budget, tried last when nothing fits."""
         lo, hi = limit - self.held, limit - self.step_held
         if not self.backward_held or hi <= 0:
             return sched
@@ -237,7 +238,27 @@ class Entry:
             if hi - lo <= max(1, limit >> 10):
                 break
             budget = (lo + hi) // 2
+        if best is None and floor:  # (its chain peak may pass the limit; its prediction not)
+            cand = remat.solve(self.chain, floor, algorithm=algorithm, slots=slots,
+                               segments=segments, bandwidth=bw)
+            if self._predict(cand) <= limit:
+                best = cand
         return best
+
+    def _smallest_limit(self, floor: int, algorithm: str, slots: Optional[int],
+                        segments: Optional[int], bw: Optional[float]) -> int:
+        """The smallest limit solve() meets, from the chain's smallest budget:
+        that budget plus all held, or less, the prediction of the schedule at
+        that budget, which counts backward_held in the backward only."""
+        need = floor + self.held
+        if self.backward_held:
+            try:
+                need = min(need, self._predict(remat.solve(
+                    self.chain, floor, algorithm=algorithm, slots=slots, segments=segments,
+                    bandwidth=bw)))
+            except remat.InfeasibleError:
+                pass
+        return min(need, self.plain_peak)
 
     def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
               segments: Optional[int], progress: Progress, bandwidth: Bandwidth = None) -> None:
@@ -258,6 +279,7 @@ class Entry:
         every = self._store_all()
         every_fits = self._predict(every) <= limit
         sched: Optional[remat.Schedule] = None
+        floor: Optional[int] = None
         try:
             if budget < 0:
                 raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots,
@@ -265,17 +287,17 @@ class Entry:
             sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
                                 segments=segments, bandwidth=bw)
         except remat.InfeasibleError as e:
-            failed = e
-        sched = self._roomier(sched, limit, algorithm, slots, segments, bw)
+            floor = e.min_memory or 0
+        sched = self._roomier(sched, limit, algorithm, slots, segments, bw, floor)
         if sched is None:
             if not every_fits:
-                need = min((failed.min_memory or 0) + self.held, self.plain_peak)
+                need = self._smallest_limit(floor or 0, algorithm, slots, segments, bw)
                 raise remat.InfeasibleError(
                     "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the "
                     "smallest this model can train in with %s: %s (%d bytes, %s of it held for "
                     "the whole step). Plain autograd needs %s." % (
                         _human(limit), limit, algorithm, _human(need), need,
-                        _human(self.held), _human(self.plain_peak)), need) from None
+                        _human(self.step_held), _human(self.plain_peak)), need) from None
             sched = every
         if every_fits and every.time <= sched.time:
             sched = every
