@@ -25,6 +25,7 @@ from ._progress import Progress
 
 Memory = Union[int, float, str]
 Bandwidth = Union[None, int, float, str]
+PORTFOLIO = ("sequential", "revolve")  # tried with optimal when held in the backward only
 ROOMIER_STEPS = 8  # solves at most, when part of `held` is held in the backward only
 PROFILE_VERSION = 3  # bump when what a profile measures changes: old cache files go stale
 
@@ -245,6 +246,24 @@ class Entry:
                 best = cand
         return best
 
+    def _fitting(self, limit: int, algorithm: str, slots: Optional[int],
+                 segments: Optional[int], bw: Optional[float]
+                 ) -> Tuple[Optional["remat.Schedule"], Optional[int]]:
+        """(the fastest schedule of `algorithm` found to fit `limit`, or None;
+        the chain's smallest budget if a solve found it infeasible)."""
+        budget = limit - self.held
+        sched: Optional[remat.Schedule] = None
+        floor: Optional[int] = None
+        try:
+            if budget < 0:
+                raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots,
+                                                                 bandwidth=bw))
+            sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
+                                segments=segments, bandwidth=bw)
+        except remat.InfeasibleError as e:
+            floor = e.min_memory or 0
+        return self._roomier(sched, limit, algorithm, slots, segments, bw, floor), floor
+
     def _smallest_limit(self, floor: int, algorithm: str, slots: Optional[int],
                         segments: Optional[int], bw: Optional[float]) -> int:
         """The smallest limit solve() meets, from the chain's smallest budget:
@@ -272,26 +291,28 @@ class Entry:
             limit = int(memory * self.plain_peak)
         else:
             limit = remat.parse_size(memory)
-        budget = limit - self.held
         # The solver sees Fall at the larger overhead (see _fall_chain); when
         # everything fits by each op's own overhead, keeping everything is the
         # fastest schedule, so it is a candidate too.
         every = self._store_all()
         every_fits = self._predict(every) <= limit
-        sched: Optional[remat.Schedule] = None
-        floor: Optional[int] = None
-        try:
-            if budget < 0:
-                raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots,
-                                                                 bandwidth=bw))
-            sched = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
-                                segments=segments, bandwidth=bw)
-        except remat.InfeasibleError as e:
-            floor = e.min_memory or 0
-        sched = self._roomier(sched, limit, algorithm, slots, segments, bw, floor)
+        sched, floor = self._fitting(limit, algorithm, slots, segments, bw)
+        need: Optional[int] = None
+        if sched is None and not every_fits:
+            need = self._smallest_limit(floor or 0, algorithm, slots, segments, bw)
+        if algorithm == "optimal" and self.backward_held:
+            # The solver cannot see memory held in the backward only, so its
+            # optimum may not be the fastest schedule that fits: near the
+            # smallest limits, sequential's (whose peak falls in the forward)
+            # can be faster. Take the fastest of the three.
+            for other in PORTFOLIO:
+                cand, low = self._fitting(limit, other, None, None, bw)
+                if cand is not None and (sched is None or cand.time < sched.time):
+                    sched = cand
+                if cand is None and need is not None and low:
+                    need = min(need, self._smallest_limit(low, other, None, None, bw))
         if sched is None:
-            if not every_fits:
-                need = self._smallest_limit(floor or 0, algorithm, slots, segments, bw)
+            if need is not None:
                 raise remat.InfeasibleError(
                     "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the "
                     "smallest this model can train in with %s: %s (%d bytes, %s of it held for "
