@@ -210,18 +210,17 @@ class Entry:
         return self.link
 
     def _roomier(self, sched: Optional["remat.Schedule"], limit: int, algorithm: str,
-                 slots: Optional[int], segments: Optional[int], bw: Optional[float],
-                 floor: Optional[int] = None) -> Optional["remat.Schedule"]:
+                 slots: Optional[int], segments: Optional[int], bw: Optional[float]
+                 ) -> Optional["remat.Schedule"]:
         """`sched` (None: infeasible) was solved as if backward_held were held
         for the whole step. The solver cannot see that it is held in the
         backward only, so budgets up to the one that leaves out backward_held
         are tried (bisection on the budget); a schedule is taken if it is
-        faster and its prediction, which counts backward_held op by op, fits.
-        floor: the chain's smallest budget, tried last when nothing fits."""
+        faster and its prediction, which counts backward_held op by op, fits."""
         lo, hi = limit - self.held, limit - self.step_held
         if not self.backward_held or hi <= 0:
             return sched
-        best, budget = sched, hi
+        best, budget, roomiest = sched, hi, hi
         for _ in range(ROOMIER_STEPS):
             try:
                 cand = remat.solve(self.chain, budget, algorithm=algorithm, slots=slots,
@@ -234,26 +233,25 @@ class Entry:
                 lo = budget
                 if cand is not None and (best is None or cand.time < best.time):
                     best = cand
-                if budget == limit - self.step_held:
+                if budget == roomiest:
                     break
             if hi - lo <= max(1, limit >> 10):
                 break
             budget = (lo + hi) // 2
-        if best is None and floor:  # (its chain peak may pass the limit; its prediction not)
-            cand = remat.solve(self.chain, floor, algorithm=algorithm, slots=slots,
-                               segments=segments, bandwidth=bw)
-            if self._predict(cand) <= limit:
-                best = cand
         return best
 
     def _fitting(self, limit: int, algorithm: str, slots: Optional[int],
                  segments: Optional[int], bw: Optional[float]
-                 ) -> Tuple[Optional["remat.Schedule"], Optional[int]]:
-        """(the fastest schedule of `algorithm` found to fit `limit`, or None;
-        the chain's smallest budget if a solve found it infeasible)."""
+                 ) -> Tuple[Optional["remat.Schedule"], int]:
+        """(the fastest schedule of `algorithm` found to fit `limit`, 0) or
+        (None, the smallest limit it meets). That limit is the chain's
+        smallest budget plus all held, or less, the prediction of the
+        schedule at that budget, which counts backward_held in the backward
+        only; that schedule is taken when nothing else fits (its chain peak
+        may pass the limit, its prediction not)."""
         budget = limit - self.held
         sched: Optional[remat.Schedule] = None
-        floor: Optional[int] = None
+        floor = 0
         try:
             if budget < 0:
                 raise remat.InfeasibleError("", remat.min_memory(self.chain, algorithm, slots,
@@ -262,22 +260,22 @@ class Entry:
                                 segments=segments, bandwidth=bw)
         except remat.InfeasibleError as e:
             floor = e.min_memory or 0
-        return self._roomier(sched, limit, algorithm, slots, segments, bw, floor), floor
-
-    def _smallest_limit(self, floor: int, algorithm: str, slots: Optional[int],
-                        segments: Optional[int], bw: Optional[float]) -> int:
-        """The smallest limit solve() meets, from the chain's smallest budget:
-        that budget plus all held, or less, the prediction of the schedule at
-        that budget, which counts backward_held in the backward only."""
+        sched = self._roomier(sched, limit, algorithm, slots, segments, bw)
+        if sched is not None:
+            return sched, 0
         need = floor + self.held
-        if self.backward_held:
+        if self.backward_held and floor:
             try:
-                need = min(need, self._predict(remat.solve(
-                    self.chain, floor, algorithm=algorithm, slots=slots, segments=segments,
-                    bandwidth=bw)))
+                at_floor = remat.solve(self.chain, floor, algorithm=algorithm, slots=slots,
+                                       segments=segments, bandwidth=bw)
             except remat.InfeasibleError:
                 pass
-        return min(need, self.plain_peak)
+            else:
+                peak = self._predict(at_floor)
+                if peak <= limit:
+                    return at_floor, 0
+                need = min(need, peak)
+        return None, min(need, self.plain_peak)
 
     def solve(self, memory: Memory, algorithm: str, slots: Optional[int],
               segments: Optional[int], progress: Progress, bandwidth: Bandwidth = None) -> None:
@@ -296,10 +294,7 @@ class Entry:
         # fastest schedule, so it is a candidate too.
         every = self._store_all()
         every_fits = self._predict(every) <= limit
-        sched, floor = self._fitting(limit, algorithm, slots, segments, bw)
-        need: Optional[int] = None
-        if sched is None and not every_fits:
-            need = self._smallest_limit(floor or 0, algorithm, slots, segments, bw)
+        sched, need = self._fitting(limit, algorithm, slots, segments, bw)
         if algorithm == "optimal" and self.backward_held:
             # The solver cannot see memory held in the backward only, so its
             # optimum may not be the fastest schedule that fits: near the
@@ -309,10 +304,10 @@ class Entry:
                 cand, low = self._fitting(limit, other, None, None, bw)
                 if cand is not None and (sched is None or cand.time < sched.time):
                     sched = cand
-                if cand is None and need is not None and low:
-                    need = min(need, self._smallest_limit(low, other, None, None, bw))
+                if cand is None:
+                    need = min(need, low)
         if sched is None:
-            if need is not None:
+            if not every_fits:
                 raise remat.InfeasibleError(
                     "remat.torch.checkpoint: a memory limit of %s (%d bytes) is below the "
                     "smallest this model can train in with %s: %s (%d bytes, %s of it held for "
