@@ -34,8 +34,10 @@ def test_quick_gpt2(tmp_path):
         if r["family"].startswith("remat"):
             assert int(r["peak_bytes"]) <= int(r["limit_bytes"]), r
             assert float(r["pred_fb_ms"]) > 0
+            assert float(r["pred_fb_rounds_ms"]) > 0  # from the profile passes in the rounds
     assert (tmp_path / "torch_peers_gpt2.png").stat().st_size > 10000
     assert "| remat ÷ peer |" in p.stdout and "MAPE of remat over 7 points" in p.stdout
+    assert "time MAPE with the stage times profiled in the rounds" in p.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
