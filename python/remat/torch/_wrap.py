@@ -416,7 +416,8 @@ class RematModule(nn.Module):
                    slots: Optional[int] = None, segments: Optional[int] = None,
                    bandwidth: Bandwidth = None) -> None:
         """Solves again for another limit (and algorithm, host link), keeping
-        the profiles: every input prepared so far, and those to come, run by it."""
+        the profiles: every input prepared so far, and those to come, run by it.
+        An option left None keeps the value last given (to checkpoint() or here)."""
         cfg = self.remat_config
         cfg.update(memory=memory, algorithm=algorithm or cfg["algorithm"],
                    slots=slots if slots is not None else cfg["slots"],
