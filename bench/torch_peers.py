@@ -486,22 +486,23 @@ def remat_points(task, w, cp, family, limits_by_algo):
 
 class ProfilePass:
     """remat.torch's own profile of one RematModule's stages, run once per
-    round among the points (repeat=1). The one profile that remat.torch
-    takes before the rounds samples the machine at one moment; on a shared
-    host whose speed drifts by ±20 % over minutes, that moment decides most
-    of the time error. These passes sample the stage times at the moments
-    the steps are timed, so predict() gives each point's schedule its time on
-    the per-stage medians over the rounds: the cost model's error without
-    the drift. Both predictions are reported."""
+    round among the points (--pass-repeat runs of each stage). The one profile
+    that remat.torch takes before the rounds samples the machine at one
+    moment; on a shared host whose speed drifts by 20 % and more over
+    minutes, that moment decides most of the time error. These passes sample
+    the stage times at the moments the steps are timed, so predict() gives
+    each point's schedule its time on the per-stage medians over the rounds:
+    the cost model's error without the drift. Both predictions are
+    reported."""
 
-    def __init__(self, w, task, points):
+    def __init__(self, w, task, points, repeat):
         self.program, self.chain = w.last_entry.program, w.last_entry.chain
-        self.w, self.task, self.points = w, task, points
+        self.w, self.task, self.points, self.repeat = w, task, points, repeat
         self.times = []  # per round: [(fwd ms, bwd ms)] of each stage
 
     def run(self):
         from remat.torch._progress import Progress
-        stages = self.program.profile(self.w, self.task.args, self.task.kwargs, 1,
+        stages = self.program.profile(self.w, self.task.args, self.task.kwargs, self.repeat,
                                       Progress("profiling", False))[0]
         self.times.append([(st["fwd_time"], st["bwd_time"]) for st in stages])
 
@@ -597,7 +598,7 @@ def run_model(name, args, device, log):
             mine = remat_points(task, w, cp, "remat", lims)
             warm(mine, device, args.warmup, log)
             points += mine
-            passes.append(ProfilePass(w, task, mine))
+            passes.append(ProfilePass(w, task, mine, args.pass_repeat))
         if "remat-compiled" in which:
             t = time.perf_counter()
             wc = wrap_remat(task, cache.name, args.quick)  # the same profile, from the cache
@@ -613,7 +614,7 @@ def run_model(name, args, device, log):
                 pt.note += ", %d compiled" % n
             warm(mine, device, args.warmup, log)
             points += mine
-            passes.append(ProfilePass(wc, task, mine))
+            passes.append(ProfilePass(wc, task, mine, args.pass_repeat))
     live = [p for p in points if p.status == "ok"]
     rng = random.Random(args.seed)
     for r in range(args.rounds):
@@ -875,6 +876,9 @@ def parse(argv):
                    "with --quick all but the two compiled ones, whose compiling takes about a "
                    "minute each)" % ", ".join(FAMILIES))
     p.add_argument("--rounds", type=int, help="timed steps per point, one per round (default 5)")
+    p.add_argument("--pass-repeat", type=int, default=1,
+                   help="runs of each stage in the profile pass of each round (default 1; "
+                   "its median is the pass's time)")
     p.add_argument("--warmup", type=int, help="warm-up steps per point before the step that "
                    "measures its peak (default 1)")
     p.add_argument("--points", type=int, help="evenly spaced remat optimal limits (default 8)")
@@ -905,6 +909,8 @@ def parse(argv):
             p.error("--methods: unknown family %r (known: %s)" % (m, ", ".join(FAMILIES)))
     if a.device not in ("cpu", "cuda"):
         p.error("--device: cpu or cuda, not %r" % a.device)
+    if a.pass_repeat < 1:
+        p.error("--pass-repeat: at least 1")
     q = a.quick
     a.size = a.size or ("quick" if q else "gpu" if a.device == "cuda" else "cpu")
     a.rounds = a.rounds or (2 if q else 5)
