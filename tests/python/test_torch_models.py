@@ -266,7 +266,11 @@ def test_compiled_stages():
     w = wrap(base, args, kwargs, memory=0.7, compile=True)
     e = w.last_entry
     assert e.info["path"] == "graph"
-    assert e.program.compiled >= len(e.program.stages) - 1  # the embedding makes a held value
+    # every stage but the embedding (it makes a held value) was compiled; those
+    # not made faster so run eager again, and the profile says which
+    eager = e.chain.meta["profile"].get("eager_stages", [])
+    assert e.program.compiled + len(eager) >= len(e.program.stages) - 1
+    assert not set(eager) & set(e.program.compiled_stages())
     l0, l1 = step(ref, args, kwargs), step(w, args, kwargs)
     assert torch.allclose(l0, l1, rtol=1e-5)
     a, b = state(ref), state(w)
@@ -274,3 +278,38 @@ def test_compiled_stages():
     peak = measured_peak(w, args, kwargs)
     assert peak <= e.limit
     assert abs(peak - e.predicted_peak) <= 0.1 * e.predicted_peak
+
+
+def test_compiled_stages_slower_than_eager_run_eager():
+    """compile=True keeps a stage compiled only when its profile is faster
+    than eager's."""
+    from remat.torch._wrap import faster_eager
+
+    def st(f, b):
+        return {"fwd_time": f, "bwd_time": b}
+    compiled = [st(1.0, 2.0), st(4.0, 8.0), st(1.0, 1.0), st(9.0, 9.0), st(0.0, 0.0)]
+    eager = [st(2.0, 2.0), st(4.0, 7.0), st(1.0, 1.04), st(1.0, 1.0), st(0.0, 0.0)]
+    # 3 < 4 and 2 < 2.04 stay compiled; 12 > 11 and a tie run eager; stage 3
+    # is not a candidate (it was never compiled)
+    assert faster_eager(compiled, eager, [0, 1, 2, 4]) == [1, 4]
+
+
+def test_compiled_stage_choice_is_cached(tmp_path, monkeypatch):
+    """The stages that run eager under compile=True are part of the cached
+    profile: a second wrap reads them instead of profiling again. (Every
+    stage runs eager here: no compiled stage can be faster than 0 x eager.)"""
+    import remat.torch._wrap as W
+    monkeypatch.setattr(W, "COMPILED_GAIN", 0.0)
+    torch.manual_seed(0)
+    model, args, kwargs = M.gpt2(layers=1, width=32, seq=16, dropout=0.0)
+    ref, a = copies(model)
+    _, b = copies(model)
+    w1 = wrap(a, args, kwargs, compile=True, cache=str(tmp_path))
+    w2 = wrap(b, args, kwargs, compile=True, cache=str(tmp_path))
+    assert w1.last_entry.info["cached"] is None and w2.last_entry.info["cached"]
+    eager = w1.last_entry.chain.meta["profile"]["eager_stages"]
+    assert len(eager) >= len(w1.last_entry.program.stages) - 1
+    for w in (w1, w2):
+        assert w.last_entry.program.compiled == 0
+        assert w.last_entry.program.compiled_stages() == []
+    same_step(ref, w2, args, kwargs)  # eager stages: bitwise as plain autograd

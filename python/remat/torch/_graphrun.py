@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
-from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -73,6 +73,7 @@ class CompiledStage:
     remat_boxed = False
 
     def __init__(self, gm: fx.GraphModule) -> None:
+        self.eager = gm  # the stage as it ran before (set_eager)
         g = copy.deepcopy(gm.graph)
         g.set_codegen(fx.graph.CodeGen())
         self.gm = fx.GraphModule(gm, g)
@@ -190,6 +191,36 @@ class GraphRun(Runner):
             n += 1
         self.compiled = n
         return n
+
+    def set_eager(self, indices: Sequence[int]) -> None:
+        """Runs the stages at `indices` eager again (compile=True keeps a
+        stage eager where that was faster); `compiled` counts the rest."""
+        for i in indices:
+            st = self.stages[i]
+            if isinstance(st.gm, CompiledStage):
+                st.gm = st.gm.eager
+            if isinstance(st.gm_re, CompiledStage):
+                st.gm_re = st.gm_re.eager
+        self.compiled = sum(isinstance(st.gm, CompiledStage) for st in self.stages)
+
+    def compiled_stages(self) -> List[int]:
+        """The indices of the stages that run compiled."""
+        return [i for i, st in enumerate(self.stages) if isinstance(st.gm, CompiledStage)]
+
+    @contextlib.contextmanager
+    def eager_stages(self) -> Iterator[None]:
+        """Every stage runs eager inside the block (to profile both variants)."""
+        saved = [(st.gm, st.gm_re) for st in self.stages]
+        try:
+            for st in self.stages:
+                if isinstance(st.gm, CompiledStage):
+                    st.gm = st.gm.eager
+                if isinstance(st.gm_re, CompiledStage):
+                    st.gm_re = st.gm_re.eager
+            yield
+        finally:
+            for st, (gm, gm_re) in zip(self.stages, saved):
+                st.gm, st.gm_re = gm, gm_re
 
     def cache_key(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int) -> str:
         """Covers the code that runs (the graph, cut into these stages), every

@@ -534,6 +534,46 @@ def _first_line(e: BaseException) -> str:
     return "%s: %s" % (type(e).__name__, text[0] if text else "")
 
 
+# A stage stays compiled when its profile is faster than COMPILED_GAIN x
+# eager's. Measured (BENCHMARKS.md): asking 5 % threw away most of GPT-2's
+# gain, whose stages each gain a few percent; 1.0 keeps it, and ResNet-50,
+# whose batch norms run slower compiled, then runs about as fast as eager.
+COMPILED_GAIN = 1.0
+
+
+def faster_eager(compiled: Sequence[Dict[str, Any]], eager: Sequence[Dict[str, Any]],
+                 candidates: Sequence[int]) -> List[int]:
+    """The stages among `candidates` whose compiled forward + backward was not
+    faster than COMPILED_GAIN x eager's, by the two profiles' stage dicts."""
+    def t(st: Dict[str, Any]) -> float:
+        return float(st["fwd_time"]) + float(st["bwd_time"])
+    return [i for i in candidates if not t(compiled[i]) < COMPILED_GAIN * t(eager[i])]
+
+
+def _keep_faster(program: Any, module: RematModule, args: Args, kwargs: Kwargs, repeat: int,
+                 progress: Progress, stages: List[Dict[str, Any]]) -> List[int]:
+    """compile=True: profiles the stages eager too, and runs eager each stage
+    that compiling did not make faster (faster_eager; inductor's code is not
+    always faster: a training-mode batch norm on CPU, for one). Such a
+    stage's dict in `stages` and its Fall overhead become the eager ones, so
+    the chain describes what runs; what is held for the step does not
+    depend on it. Returns those stages."""
+    fall, bheld = list(program.fall_overheads), program.backward_held
+    with program.eager_stages():
+        plain = program.profile(module, args, kwargs, repeat, progress)[0]
+    compiled = program.compiled_stages()
+    keep = faster_eager(stages, plain, compiled)
+    for i in keep:
+        stages[i] = plain[i]
+        fall[i] = program.fall_overheads[i]
+    program.fall_overheads, program.backward_held = fall, bheld
+    program.set_eager(keep)
+    if keep:
+        progress.note("%d of %d compiled stages run eager: not faster compiled" % (
+            len(keep), len(compiled)))
+    return keep
+
+
 def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
               cfg: Dict[str, Any], progress: Progress) -> Tuple["remat.Chain", int, Dict[str, Any]]:
     """The program's chain: from the cache when its key matches, else measured."""
@@ -547,6 +587,8 @@ def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
             chain = remat.Chain.load(path)
             p = chain.meta.get("profile", {})
             if p.get("key") == key and p.get("stages") == program.stage_names():
+                if p.get("eager_stages"):
+                    program.set_eager([int(i) for i in p["eager_stages"]])
                 return chain, int(p["held_bytes"]), {"cached": path, "profile_path": path}
         except (remat.RematError, KeyError, ValueError):
             pass
@@ -554,11 +596,16 @@ def _profiled(program: Any, module: RematModule, args: Args, kwargs: Kwargs,
         program.profile(module, args, kwargs, 1, progress)
     stages, in_bytes, in_grad, held = program.profile(module, args, kwargs, cfg["repeat"],
                                                       progress)
+    eager: List[int] = []
+    if getattr(program, "compiled", 0):
+        eager = _keep_faster(program, module, args, kwargs, cfg["repeat"], progress, stages)
     meta = {"profile": {"key": key, "path": program.path, "stages": program.stage_names(),
                         "held_bytes": held, "torch": torch.__version__,
                         "fall_overheads": program.fall_overheads,
                         "backward_held": program.backward_held,
                         "repeat": cfg["repeat"], "device": str(program.device)}}
+    if eager:
+        meta["profile"]["eager_stages"] = eager
     chain = remat.Chain(stages, in_bytes, in_grad, name=type(module._remat_model).__name__,
                         time_unit="ms", meta=meta)
     if path and cdir:
@@ -595,7 +642,8 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     profile), bytes per second, or a text such as "24GB/s".
     compile: run each stage's graph compiled by torch.compile (graph path;
     fused kernels, as torch.compile's own; profiled compiled, so the first
-    profile also compiles). Gradients then match eager to rounding, not bit
+    profile also compiles). A stage whose profile was not faster compiled
+    than eager runs eager. Gradients then match eager to rounding, not bit
     for bit.
     max_stages: longer chains are shortened by merging adjacent stages.
     cache: True (~/.cache/remat, or $XDG_CACHE_HOME/remat), a directory, or
