@@ -667,7 +667,7 @@ def read_csv(path):
     for r in rows:
         for k in ("peak_bytes", "step_s", "step_min_s", "step_max_s", "fb_s", "fb_min_s",
                   "fb_max_s", "limit_bytes", "pred_peak_bytes", "pred_fb_ms", "pred_fb_rounds_ms",
-                  "pred_fb_rounds_ms", "load_min", "load_max"):
+                  "load_min", "load_max"):
             r[k] = float(r[k]) if r.get(k) not in (None, "") else None
     return rows
 
