@@ -201,7 +201,7 @@ class GraphRun(Runner):
                 st.gm = st.gm.eager
             if isinstance(st.gm_re, CompiledStage):
                 st.gm_re = st.gm_re.eager
-        self.compiled = sum(isinstance(st.gm, CompiledStage) for st in self.stages)
+        self.compiled = len(self.compiled_stages())
 
     def compiled_stages(self) -> List[int]:
         """The indices of the stages that run compiled."""
@@ -210,17 +210,14 @@ class GraphRun(Runner):
     @contextlib.contextmanager
     def eager_stages(self) -> Iterator[None]:
         """Every stage runs eager inside the block (to profile both variants)."""
-        saved = [(st.gm, st.gm_re) for st in self.stages]
+        saved, compiled = [(st.gm, st.gm_re) for st in self.stages], self.compiled
         try:
-            for st in self.stages:
-                if isinstance(st.gm, CompiledStage):
-                    st.gm = st.gm.eager
-                if isinstance(st.gm_re, CompiledStage):
-                    st.gm_re = st.gm_re.eager
+            self.set_eager(range(len(self.stages)))
             yield
         finally:
             for st, (gm, gm_re) in zip(self.stages, saved):
                 st.gm, st.gm_re = gm, gm_re
+            self.compiled = compiled
 
     def cache_key(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int) -> str:
         """Covers the code that runs (the graph, cut into these stages), every
