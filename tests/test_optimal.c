@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/sim_core.h"
+#include "solvers/solvers_internal.h"
 #include "test.h"
 #include "common/testlib.h"
 
@@ -705,6 +706,105 @@ static void t_plain_recurrence(void) {
     printf("  (%d feasible limits)\n", checked);
 }
 
+
+/* The op text of s joined by ','. */
+static void ops_text(const remat_schedule *s, char *ops, size_t cap) {
+    ops[0] = '\0';
+    for (size_t k = 0; k < s->n_ops; k++) {
+        char t[REMAT_OP_TEXT_MAX];
+        remat_op_format(s->ops[k], t);
+        size_t l = strlen(ops);
+        snprintf(ops + l, cap - l, "%s%s", k ? "," : "", t);
+    }
+}
+
+/* The table narrowed by the bounds gives the very schedule of the whole
+ * table (every cell of a best schedule is kept), and narrows it. */
+static void t_bounds_same_schedule(void) {
+    test_rng r = {2024};
+    int compared = 0, narrowed = 0;
+    double kept = 0, whole = 0;
+    static char a[1 << 16], b[1 << 16];
+    for (int it = 0; it < 1500; it++) {
+        int64_t slot_choices[4] = {0, 7, 50, 500};
+        int64_t slots = slot_choices[it % 4];
+        test_chain_spec sp = {3 + (size_t)test_rng_range(&r, 0, 40), slots ? 100000 : 40,
+                              it % 2, it % 3 == 0, it % 5 == 0, it % 7 == 0};
+        remat_chain *c = test_random_chain(&r, &sp);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = slots;
+        uint64_t mm = 0, peak = store_peak(c, NULL);
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+        if (mm >= peak) {
+            remat_chain_free(c);
+            continue;
+        }
+        o.memory = mm + test_rng_range(&r, 0, (peak - mm) / 2 + 1);
+        remat_schedule *s0 = NULL, *s1 = NULL;
+        size_t c0 = 0, c1 = 0;
+        remat_error e;
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, &c0, &s0, &e), REMAT_OK);
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 2, &c1, &s1, &e), REMAT_OK);
+        ops_text(s0, a, sizeof a);
+        ops_text(s1, b, sizeof b);
+        ASSERT_TRUE(strcmp(a, b) == 0);
+        ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
+        ASSERT_TRUE(test_schedule_ok(c, s1, o.memory));
+        ASSERT_TRUE(c1 <= c0);
+        narrowed += c1 < c0;
+        kept += (double)c1;
+        whole += (double)c0;
+        compared++;
+        remat_schedule_free(s0);
+        remat_schedule_free(s1);
+        remat_chain_free(c);
+    }
+    ASSERT_TRUE(compared > 1000);
+    ASSERT_TRUE(narrowed > compared / 4);
+    ASSERT_TRUE(kept < 0.8 * whole);
+    printf("  (%d solves, %d narrowed; %.0f%% of the cells kept)\n", compared, narrowed,
+           100 * kept / whole);
+}
+
+/* A table over the work limit is narrowed by the bounds instead of refused,
+ * with the same schedule; one that still does not fit is refused. */
+static void t_bounds_under_work_limit(void) {
+    test_rng r = {99};
+    int fitted = 0;
+    for (int it = 0; it < 40; it++) {
+        test_chain_spec sp = {30 + (size_t)it, 1 << 20, it % 2, 0, 0, 0};
+        remat_chain *c = test_random_chain(&r, &sp);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 300;
+        uint64_t mm = 0, peak = store_peak(c, NULL);
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+        o.memory = mm + (peak - mm) / 8;
+        remat_schedule *s0 = NULL, *s1 = NULL;
+        size_t whole = 0, kept = 0;
+        remat_error e;
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, &whole, &s0, &e), REMAT_OK);
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 2, &kept, &s1, &e), REMAT_OK);
+        remat_schedule_free(s1);
+        s1 = NULL;
+        if (kept * 4 < whole * 3) {
+            o.max_work_bytes = whole * sizeof(float) - 1;
+            ASSERT_STATUS(remat_solve(c, &o, &s1, &e), REMAT_OK);
+            ASSERT_TRUE(s1->time == s0->time);
+            remat_schedule_free(s1);
+            o.max_work_bytes = kept * sizeof(float) / 2;
+            ASSERT_STATUS(remat_solve(c, &o, &s1, &e), REMAT_E_TOO_LARGE);
+            ASSERT_CONTAINS(e.message, "narrowed by the bounds");
+            fitted++;
+        }
+        remat_schedule_free(s0);
+        remat_chain_free(c);
+    }
+    ASSERT_TRUE(fitted > 10);
+    printf("  (%d tables narrowed under the work limit)\n", fitted);
+}
+
 static const test_case cases[] = {
     {"golden_two_stage", t_golden_two_stage},
     {"golden_fck_fn", t_golden_fck_fn},
@@ -721,5 +821,7 @@ static const test_case cases[] = {
     {"curve_from_min", t_curve_from_min},
     {"limits_and_threads", t_limits_and_threads},
     {"plain_recurrence", t_plain_recurrence},
+    {"bounds_same_schedule", t_bounds_same_schedule},
+    {"bounds_under_work_limit", t_bounds_under_work_limit},
 };
 TEST_MAIN(cases)

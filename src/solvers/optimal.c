@@ -33,6 +33,8 @@ typedef struct opt_ctx {
     size_t n;
     uint64_t *a, *ab, *d, *of, *ob; /* [n+1], index = stage or value */
     uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
+    const struct opt_ctx *held_in; /* the query ranges' held sizes and budget: the fine
+                                    * table's for a bound table (NULL: this one's) */
     uint64_t unit;                  /* bytes per unit: 1, or the slot (a power of two) */
     uint64_t budget;                /* inside budget at the top (units) */
     /* Pairs s <= t use one triangle of an n x n array and the transposed
@@ -40,10 +42,13 @@ typedef struct opt_ctx {
     uint64_t *lo, *lot;             /* [n*n] the need lo(s, t), and at (t, s) */
     uint64_t *g, *off;              /* [n*n] store-all need, and at (t, s) the row offset */
     float *tab;
+    size_t cells;      /* floats in tab */
+    const char *label; /* for progress: the table, or a bound table */
     double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times, scaled */
     double scale;     /* times * scale keep float tables well inside range */
     struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and at (t,s) */
-    opt_kernel kern[4]; /* relax loops: [row,row], [row,const], [const,row], [const,const] */
+    opt_kernel kern[6]; /* relax loops: [row,row], [row,const], [const,row], [const,const];
+                         * then the bounds pass's [row,row], [row,const] */
 } opt_ctx;
 
 #define IDX(x, s, t) (((s) - 1) * (x)->n + ((t) - 1))
@@ -161,6 +166,7 @@ static remat_status ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work
     memset(x, 0, sizeof *x);
     x->c = c;
     x->n = c->n;
+    x->label = "optimal: table";
     size_t n1 = c->n + 1, nn;
     REMAT__RETURN_IF(!remat__mul_size(c->n, c->n, &nn), err, REMAT_E_TOO_LARGE,
                      "optimal: chain of %zu stages is too long", c->n);
@@ -203,11 +209,14 @@ static float tmin_f(const opt_ctx *x, size_t s, size_t t) {
     return (float)(x->pfb[t] - x->pfb[s - 1]);
 }
 
-/* C(s, t, .) as a row: k < lo is infinite, lo <= k < hi reads row, else tail. */
+/* C(s, t, .) as a row: k < lo is infinite, lo <= k < hi reads row, else tail.
+ * A row cut short by the bounds (cut) gets its last value as its tail once
+ * filled: a schedule that fits a budget fits any larger one. */
 typedef struct opt_view {
     const float *row;
     uint64_t lo, hi;
     float tail;
+    int cut;
 } opt_view;
 
 static opt_view view_of(const opt_ctx *x, size_t s, size_t t) { return x->vw[IDX(x, s, t)]; }
@@ -237,8 +246,8 @@ static float view_at(const opt_view *v, uint64_t k) {
  * and the candidate fall with i; float sums are monotone), so the block is
  * skipped, leaving i at its last vector (the loop adds the vector width W). */
 #define OPT_SKIP 32
-#define OPT_SKIPS(A, B, W)                                                                 \
-    ((A || B) && i % OPT_SKIP == 0 && len - i >= OPT_SKIP &&                                 \
+#define OPT_SKIPS(A, B, W, SKIP)                                                               \
+    (SKIP && (A || B) && i % OPT_SKIP == 0 && len - i >= OPT_SKIP &&                                 \
      o[i] <= (c + (A ? a[i + OPT_SKIP - 1] : ca)) + (B ? b[i + OPT_SKIP - 1] : cb) &&        \
      (i += OPT_SKIP - W, 1))
 
@@ -246,7 +255,7 @@ static float view_at(const opt_view *v, uint64_t k) {
     (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
 #include <immintrin.h>
 #define OPT_X86 1
-#define OPT_KERNEL(name, A, B)                                                             \
+#define OPT_KERNEL(name, A, B, SKIP)                                                             \
     static size_t name(float *o, const float *a, const float *b, float ca, float cb, float c, \
                        size_t len, float stop) {                                           \
         __m128 vc = _mm_set1_ps(c), vca = _mm_set1_ps(ca), vcb = _mm_set1_ps(cb);         \
@@ -256,7 +265,7 @@ static float view_at(const opt_view *v, uint64_t k) {
             if (i >= len) return len;                                                      \
             if (o[i] <= stop) return i; /* before this call relaxes o[i] */                \
             if (i + 4 > len) i = len - 4; /* redo an overlap: min is idempotent */         \
-            else if (OPT_SKIPS(A, B, 4)) continue;                                         \
+            else if (OPT_SKIPS(A, B, 4, SKIP)) continue;                                         \
             __m128 va = A ? _mm_loadu_ps(a + i) : vca, vb = B ? _mm_loadu_ps(b + i) : vcb; \
             __m128 v = _mm_add_ps(_mm_add_ps(vc, va), vb);                                 \
             _mm_storeu_ps(o + i, _mm_min_ps(v, _mm_loadu_ps(o + i)));                      \
@@ -272,7 +281,7 @@ static float view_at(const opt_view *v, uint64_t k) {
             if (i >= len) return len;                                                      \
             if (o[i] <= stop) return i;                                                    \
             if (i + 8 > len) i = len - 8;                                                  \
-            else if (OPT_SKIPS(A, B, 8)) continue;                                         \
+            else if (OPT_SKIPS(A, B, 8, SKIP)) continue;                                         \
             __m256 va = A ? _mm256_loadu_ps(a + i) : vca;                                  \
             __m256 vb = B ? _mm256_loadu_ps(b + i) : vcb;                                  \
             __m256 v = _mm256_add_ps(_mm256_add_ps(vc, va), vb);                           \
@@ -280,23 +289,28 @@ static float view_at(const opt_view *v, uint64_t k) {
         }                                                                                  \
     }
 #else
-#define OPT_KERNEL(name, A, B)                                                             \
+#define OPT_KERNEL(name, A, B, SKIP)                                                             \
     static size_t name(float *o, const float *a, const float *b, float ca, float cb, float c, \
                        size_t len, float stop) {                                           \
         size_t i = 0;                                                                      \
         OPT_SCALAR(A, B)                                                                   \
     }
 #endif
-OPT_KERNEL(kern_rr, 1, 1)
-OPT_KERNEL(kern_rc, 1, 0)
-OPT_KERNEL(kern_cr, 0, 1)
-OPT_KERNEL(kern_cc, 0, 0)
+OPT_KERNEL(kern_rr, 1, 1, 1)
+OPT_KERNEL(kern_rc, 1, 0, 1)
+OPT_KERNEL(kern_cr, 0, 1, 1)
+OPT_KERNEL(kern_cc, 0, 0, 1)
+/* The bounds pass pushes along rows that do not fall: no skipping. */
+OPT_KERNEL(kern_push_rr, 1, 1, 0)
+OPT_KERNEL(kern_push_rc, 1, 0, 0)
 
 static void pick_kernels(opt_kernel *k) {
     k[0] = kern_rr; k[1] = kern_rc; k[2] = kern_cr; k[3] = kern_cc;
+    k[4] = kern_push_rr; k[5] = kern_push_rc;
 #ifdef OPT_X86
     if (__builtin_cpu_supports("avx")) {
         k[0] = kern_rr_avx; k[1] = kern_rc_avx; k[2] = kern_cr_avx; k[3] = kern_cc_avx;
+        k[4] = kern_push_rr_avx; k[5] = kern_push_rc_avx;
     }
 #endif
 }
@@ -323,7 +337,7 @@ static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint6
     }
 }
 
-static const opt_view opt_zero = {NULL, 0, 0, 0.0f};
+static const opt_view opt_zero = {NULL, 0, 0, 0.0f, 0};
 
 /* Fills the row of (s, t), t > s, from rows of shorter sub-chains. */
 static void fill_row(const opt_ctx *x, size_t s, size_t t) {
@@ -350,6 +364,10 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
          * value at hi-1: it cannot help where the row is already that low. */
         float floor_v = (c + view_at(&A, hi - 1 - x->a[sp - 1])) + view_at(&B, hi - 1);
         relax(x, row, lo, m0, hi, c, &A, x->a[sp - 1], &B, floor_v);
+    }
+    if (me->cut) { /* readers come after this row's gate */
+        x->vw[IDX(x, s, t)].tail = row[hi - lo - 1];
+        x->vw[IDX(x, t, s)].tail = row[hi - lo - 1];
     }
 }
 
@@ -394,7 +412,7 @@ static void fill_block(const void *arg, size_t b, unsigned worker) {
         remat__gate_raise(f->rows_done, b, t2 - s);
     }
     uint64_t done = atomic_fetch_add(f->work_done, f->block_work[b]) + f->block_work[b];
-    if (worker == 0) remat__progress(f->o, (double)done / f->total_work, "optimal: table");
+    if (worker == 0) remat__progress(f->o, (double)done / f->total_work, x->label);
 }
 
 static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, size_t cells,
@@ -407,7 +425,7 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
                   total_work > 0 ? total_work : 1, o};
     REMAT__RETURN_IF(!f.rows_done, err, REMAT_E_NOMEM, "optimal: out of memory");
     remat__parallel_for(threads, block_count(x), fill_block, &f);
-    remat__progress(o, 1, "optimal: table");
+    remat__progress(o, 1, x->label);
     remat__gates_free(f.rows_done);
     return REMAT_OK;
 }
@@ -419,7 +437,10 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
  * plain solve, the whole budget for a curve). held(s, t) is the max over the sub-problems that read (s, t):
  * (s, t') for t' > t at the same budget, (s0, t) for s0 < s after Fck s0 with
  * s' = s (a[s-1] more), and (s-1, t) after Fall s-1 (abar[s-1] more). */
-static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *err) {
+static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat_error *err) {
+    /* held is counted in the units of hx, at hx's budget, and divided by hk */
+    const opt_ctx *hx = x->held_in ? x->held_in : x;
+    uint64_t hk = x->held_in ? x->unit / hx->unit : 1, hbud = hx->budget;
     size_t n = x->n;
     uint64_t *ha = remat__calloc(n + 1, sizeof *ha), *hp = remat__calloc(n + 1, sizeof *hp);
     if (!ha || !hp) {
@@ -428,17 +449,23 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *er
         return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
     }
     /* ha[t]: max held(s0, t) over s0 < s; hp[t]: held(s-1, t) */
+    const uint64_t *sa = hx->a, *sab = hx->ab;
     for (size_t s = 1; s <= n; s++) {
         uint64_t hb = s == 1 ? root_span : 0, top = x->budget + 1;
         if (s >= 2) top = x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
         for (size_t t = n; t >= s; t--) {
             uint64_t h = hb;
-            if (s >= 2) h = max3(h, sat(ha[t] + x->a[s - 1]), sat(hp[t] + x->ab[s - 1]));
+            if (s >= 2) h = max3(h, sat(ha[t] + sa[s - 1]), sat(hp[t] + sab[s - 1]));
             hb = h; /* (s, t-1) is read by (s, t) at the same budget */
             size_t id = IDX(x, s, t);
             opt_view *v = &x->vw[id];
-            v->lo = t == s ? x->lo[id] : max2(x->lo[id], x->budget > h ? x->budget - h : 0);
-            v->hi = t > s && x->g[id] < top ? x->g[id] : top;
+            v->lo = t == s ? x->lo[id] : max2(x->lo[id], hbud > h ? (hbud - h) / hk : 0);
+            v->hi = t > s && !full && x->g[id] < top ? x->g[id] : top;
+            if (x->held_in && t > s) { /* what the fine row maps to, no more */
+                const opt_view *f = &hx->vw[id];
+                uint64_t fh = f->hi > f->lo ? (f->hi - 1 + hk - 1) / hk + 1 : 0;
+                if (fh < v->hi) v->hi = fh;
+            }
             if (t == s || v->hi < v->lo) v->hi = v->lo;
             v->tail = tmin_f(x, s, t);
             hp[t] = h;
@@ -454,11 +481,11 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *er
  * machine (docs/optimal.md), and what a second core adds. */
 #define OPT_SEC_PER_WORK 2.5e-10
 
-/* Lays the rows out (query ranges, offsets), estimates the work, checks it
- * against the limits, allocates and fills the table. */
-static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int exact,
-                                uint64_t root_span, remat_error *err) {
-    size_t n = x->n, nn = n * n, total = 0;
+/* g(s, t) and the budgets each row covers (query_ranges; `full`: up to the
+ * top budget, past g, as the bound tables need). */
+static remat_status layout_rows(opt_ctx *x, const remat_solve_options *o, uint64_t root_span,
+                                int full, remat_error *err) {
+    size_t n = x->n, nn = n * n;
     uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
                                       err));
@@ -471,40 +498,66 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
         for (size_t t = s + 1; t <= n; t++)
             x->g[IDX(x, s, t)] = max2(m_all(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
     }
-    REMAT__FORWARD(query_ranges(x, root_span, err));
-    size_t nb = block_count(x);
-    uint64_t *block_work = remat__calloc(nb ? nb : 1, sizeof *block_work);
-    REMAT__RETURN_IF(!block_work, err, REMAT_E_NOMEM, "optimal: out of memory");
+    return query_ranges(x, root_span, full, err);
+}
+
+/* Row offsets from the views' ranges, the cells and the work they take
+ * (block_work may be NULL). */
+static remat_status plan_rows(opt_ctx *x, uint64_t *block_work, size_t *cells, double *work_out,
+                              remat_error *err) {
+    size_t n = x->n, total = 0;
     double work = 0; /* candidate cells: sum over pairs of (t - s) x row length */
     for (size_t t = 2; t <= n; t++)
         for (size_t s = 1; s < t; s++) {
             const opt_view *v = &x->vw[IDX(x, s, t)];
             size_t len = (size_t)(v->hi - v->lo);
             x->off[IDX(x, t, s)] = total;
-            if (len > SIZE_MAX - total) {
-                free(block_work);
-                return remat__fail(err, REMAT_E_TOO_LARGE,
-                                   "optimal: the table is too large for this machine");
-            }
+            REMAT__RETURN_IF(len > SIZE_MAX - total, err, REMAT_E_TOO_LARGE,
+                             "optimal: the table is too large for this machine");
             total += len;
             work += (double)len * (double)(t - s);
-            block_work[(t - 2) / OPT_BLOCK] += (uint64_t)len * (t - s);
+            if (block_work) block_work[(t - 2) / OPT_BLOCK] += (uint64_t)len * (t - s);
         }
-    remat_status st = REMAT_OK;
-    if (total > cap / sizeof(float))
-        st = remat__fail(err, REMAT_E_TOO_LARGE,
-                         "optimal: the table would need %llu bytes, more than the work limit of "
-                         "%llu bytes; %s",
-                         (unsigned long long)total * sizeof(float), (unsigned long long)cap,
-                         exact ? "exact-bytes mode (slots 0) suits small memories only: use "
-                                 "--slots N (e.g. 500)"
-                               : "use fewer slots (--slots) or a larger work limit");
+    *cells = total;
+    *work_out = work;
+    return REMAT_OK;
+}
+
+static uint64_t work_cap(const remat_solve_options *o) {
+    return o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+}
+
+static remat_status size_limit(const remat_solve_options *o, int exact, size_t cells,
+                               remat_error *err) {
+    uint64_t cap = work_cap(o);
+    if (cells <= cap / sizeof(float)) return REMAT_OK;
+    return remat__fail(err, REMAT_E_TOO_LARGE,
+                       "optimal: the table would need %llu bytes, more than the work limit of "
+                       "%llu bytes; %s",
+                       (unsigned long long)cells * sizeof(float), (unsigned long long)cap,
+                       exact ? "exact-bytes mode (slots 0) suits small memories only: use "
+                               "--slots N (e.g. 500)"
+                             : "use fewer slots (--slots) or a larger work limit");
+}
+
+static remat_status time_limit(const remat_solve_options *o, double work, remat_error *err) {
+    return remat__check_time(o, remat__parallel_seconds(o, work * OPT_SEC_PER_WORK), "optimal",
+                             "use fewer slots (--slots)", err);
+}
+
+/* Allocates the rows the views describe and fills them. */
+static remat_status fill_rows(opt_ctx *x, const remat_solve_options *o, remat_error *err) {
+    size_t n = x->n, nb = block_count(x), total = 0;
+    double work = 0;
+    free(x->tab);
+    x->tab = NULL;
+    uint64_t *block_work = remat__calloc(nb ? nb : 1, sizeof *block_work);
+    REMAT__RETURN_IF(!block_work, err, REMAT_E_NOMEM, "optimal: out of memory");
+    remat_status st = plan_rows(x, block_work, &total, &work, err);
     if (st == REMAT_OK)
-        st = remat__check_time(o, remat__parallel_seconds(o, work * OPT_SEC_PER_WORK),
-                               "optimal", "use fewer slots (--slots)", err);
-    if (st == REMAT_OK)
-        st = remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), cap,
+        st = remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), work_cap(o),
                                 "optimal table", err);
+    x->cells = total;
     if (st == REMAT_OK) {
         for (size_t s = 1; s <= n; s++)
             for (size_t t = s; t <= n; t++) {
@@ -517,6 +570,19 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
     }
     free(block_work);
     return st;
+}
+
+/* Lays the rows out, checks the work against the limits, allocates and
+ * fills the table. */
+static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int exact,
+                                uint64_t root_span, remat_error *err) {
+    size_t cells;
+    double work;
+    REMAT__FORWARD(layout_rows(x, o, root_span, 0, err));
+    REMAT__FORWARD(plan_rows(x, NULL, &cells, &work, err));
+    REMAT__FORWARD(size_limit(o, exact, cells, err));
+    REMAT__FORWARD(time_limit(o, work, err));
+    return fill_rows(x, o, err);
 }
 
 /* ---- rebuilding the schedule ---- */
@@ -823,8 +889,282 @@ static remat_status pick_budget(const opt_ctx *x, uint64_t base, uint64_t mem, u
     return REMAT_OK;
 }
 
-remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_options *o,
-                                  remat_schedule **out, remat_error *err) {
+
+/* ---- pruning by bounds (docs/optimal.md) ----
+ *
+ * Few cells of a solve's table lie on a schedule near the best one. Two
+ * tables OPT_BOUND_K times coarser bound the best time. In the upper one
+ * every size is rounded up and the budget down, so its schedules fit the
+ * fine table: U(R) >= C(1, n, R) for each root budget R. In the lower one
+ * sizes are rounded down and budgets up: Clo(s, t, ceil(m/K)) <= C(s, t, m).
+ * A pass down the lower table gives O(s, t, M): a lower bound on the time
+ * of everything outside (s, t) on any path from a root to it, less that
+ * root's Clo. A fine cell with Clo + O above the largest U - Clo(root) lies
+ * on no schedule within U, so only each row's budgets from the first kept
+ * one to the last are stored; reads below them are infinite, above them the
+ * row's last value (a real schedule, and rows still fall). Every cell of a
+ * best schedule is kept, so the values along it and the schedule are those
+ * of the whole table; the roots are checked against U, and on any miss the
+ * whole table is filled instead. */
+#define OPT_BOUND_K ((uint64_t)8)
+
+/* y: x's sizes in units K times larger, rounded up (up) or down, at `budget`. */
+static remat_status ctx_scaled(opt_ctx *y, const opt_ctx *x, int up, uint64_t budget,
+                               const remat_solve_options *o, remat_error *err) {
+    const uint64_t K = OPT_BOUND_K;
+    REMAT__FORWARD(ctx_init(y, x->c, o->max_work_bytes, err));
+    y->label = "optimal: bounds";
+    y->unit = sat(x->unit * K);
+    const uint64_t *from[5] = {x->a, x->ab, x->d, x->of, x->ob};
+    uint64_t *to[5] = {y->a, y->ab, y->d, y->of, y->ob};
+    for (int k = 0; k < 5; k++)
+        for (size_t i = 0; i <= x->n; i++) to[k][i] = from[k][i] / K + (up && from[k][i] % K);
+    if (!up) y->held_in = x; /* rows cover what the fine rows map to */
+    for (size_t j = 1; j <= x->n; j++) y->fnp[j] = sat(y->a[j - 1] + y->a[j] + y->of[j]);
+    y->budget = budget;
+    return ctx_bounds(y, err);
+}
+
+static float *orow(const opt_ctx *y, float *O, size_t s, size_t t) {
+    return O + (view_of(y, s, t).row - y->tab);
+}
+
+/* out[m - d] = min(out[m - d], (c + o[m]) + S(m - w)) for m in [m0, m1), where
+ * out covers budgets [olo, ohi) and o starts at budget plo. */
+static void push(const opt_ctx *y, float *out, uint64_t olo, uint64_t ohi, float *otail,
+                 uint64_t d, const float *o, uint64_t plo, uint64_t m0, uint64_t m1, float c,
+                 const opt_view *S, uint64_t w) {
+    m0 = max3(m0, olo + d, S->lo + w);
+    for (uint64_t m = max2(m0, ohi + d); m < m1; m++) { /* past the child's row */
+        float v = (c + o[m - plo]) + view_at(S, m - w);
+        if (v < *otail) *otail = v;
+    }
+    if (m1 > ohi + d) m1 = ohi + d;
+    while (m0 < m1) {
+        int sr = m0 - w < S->hi;
+        uint64_t end = sr && S->hi + w < m1 ? S->hi + w : m1;
+        y->kern[sr ? 4 : 5](out + (m0 - d - olo), o + (m0 - plo),
+                            sr ? S->row + (m0 - w - S->lo) : NULL, 0.0f, S->tail, c,
+                            (size_t)(end - m0), -INFINITY);
+        m0 = end;
+    }
+}
+
+/* Pushes O(s, t, .) to the sub-problems (s, t) reads (fill_row's choices).
+ * A child read at M - w may be at M - w - 1 in the fine table's terms when
+ * the fine size had a remainder, so it gets both; a sibling is bounded at
+ * its larger budget. Cells already above thr are dropped first. */
+static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, float thr,
+                        float *O, float *ot) {
+    const uint64_t K = OPT_BOUND_K;
+    opt_view P = view_of(y, s, t);
+    float *po = orow(y, O, s, t);
+    /* past the row (C is the plain time there) a best schedule only Falls */
+    if (ot[IDX(y, s, t)] + tmin_f(y, s, t) > thr) ot[IDX(y, s, t)] = INFINITY;
+    if (s + 1 < t) {
+        float v = ot[IDX(y, s, t)] + (float)(y->pfb[s] - y->pfb[s - 1]);
+        if (v < ot[IDX(y, s + 1, t)]) ot[IDX(y, s + 1, t)] = v;
+    }
+    uint64_t a0 = P.hi, a1 = P.lo;
+    for (uint64_t m = P.lo; m < P.hi; m++) {
+        if (!(po[m - P.lo] + P.row[m - P.lo] <= thr)) {
+            po[m - P.lo] = INFINITY;
+            continue;
+        }
+        if (a0 == P.hi) a0 = m;
+        a1 = m + 1;
+    }
+    if (a0 >= a1) return;
+    if (s + 1 < t) { /* Fall s */
+        opt_view A = view_of(y, s + 1, t);
+        float *ao = orow(y, O, s + 1, t), cf = (float)(y->pfb[s] - y->pfb[s - 1]);
+        uint64_t m0 = max2(a0, m_all(y, s, t));
+        float *at = &ot[IDX(y, s + 1, t)];
+        push(y, ao, A.lo, A.hi, at, y->ab[s], po, P.lo, m0, a1, cf, &opt_zero, 0);
+        if (x->ab[s] % K)
+            push(y, ao, A.lo, A.hi, at, y->ab[s] + 1, po, P.lo, m0, a1, cf, &opt_zero, 0);
+    }
+    uint64_t run = sat(y->a[s] + y->of[s]);
+    for (size_t sp = s + 1; sp <= t; sp++) { /* Fck s, Fn s+1..sp-1 */
+        if (sp > s + 1 && y->fnp[sp - 1] > run) run = y->fnp[sp - 1];
+        uint64_t w = y->a[sp - 1], m0 = max3(a0, y->d[t] + run, w);
+        if (y->d[t] + run >= a1) break; /* run only rises */
+        if (m0 >= a1) continue;
+        float c = (float)(y->pf[sp - 1] - y->pf[s - 1]);
+        opt_view A = view_of(y, sp, t), B = view_of(y, s, sp - 1);
+        if (sp < t) {
+            float *ao = orow(y, O, sp, t), *at = &ot[IDX(y, sp, t)];
+            push(y, ao, A.lo, A.hi, at, w, po, P.lo, m0, a1, c, &B, 0);
+            if (x->a[sp - 1] % K) push(y, ao, A.lo, A.hi, at, w + 1, po, P.lo, m0, a1, c, &B, 0);
+        }
+        if (sp - 1 > s)
+            push(y, orow(y, O, s, sp - 1), B.lo, B.hi, &ot[IDX(y, s, sp - 1)], 0, po, P.lo, m0,
+                 a1, c, &A, w);
+    }
+}
+
+/* O over the lower table, from the fine roots [base, x->budget] down; a
+ * root starts at minus its upper bound u[R - base]. */
+static remat_status outside_pass(const opt_ctx *y, const opt_ctx *x,
+                                 const remat_solve_options *o, uint64_t base, const float *u,
+                                 float thr, float **out, float **tail, remat_error *err) {
+    const uint64_t K = OPT_BOUND_K;
+    size_t n = y->n;
+    float *O;
+    REMAT__RETURN_IF(y->cells > SIZE_MAX - n * n, err, REMAT_E_TOO_LARGE,
+                     "optimal: the bounds are too large for this machine");
+    REMAT__FORWARD(remat__alloc_table((void **)&O, y->cells + n * n, sizeof *O, work_cap(o),
+                                      "optimal bounds", err));
+    float *ot = O + y->cells;
+    for (size_t i = 0; i < y->cells + n * n; i++) O[i] = INFINITY;
+    opt_view R = view_of(y, 1, n);
+    float *ro = orow(y, O, 1, n);
+    for (uint64_t r = base; r <= x->budget; r++) {
+        uint64_t M = (r + K - 1) / K;
+        float *at = M < R.lo ? NULL : M < R.hi ? &ro[M - R.lo] : &ot[IDX(y, 1, n)];
+        if (at && -u[r - base] < *at) *at = -u[r - base];
+    }
+    for (size_t s = 1; s < n; s++)
+        for (size_t t = n; t > s; t--) outside_row(y, x, s, t, thr, O, ot);
+    *out = O;
+    *tail = ot;
+    return REMAT_OK;
+}
+
+/* Is some fine cell of row (s, t) at lower-table budget M kept? Past the
+ * row, C is the plain time and O the row's tail bound. */
+static int kept_at(const opt_view *Y, const float *yo, float otail, uint64_t M, float thr) {
+    if (M < Y->lo) return 0;
+    if (M >= Y->hi) return Y->tail + otail <= thr;
+    return Y->row[M - Y->lo] + yo[M - Y->lo] <= thr;
+}
+
+/* Narrows each fine row to its kept budgets (see above). */
+static void keep_rows(opt_ctx *x, const opt_ctx *y, float *O, const float *ot, float thr) {
+    const uint64_t K = OPT_BOUND_K;
+    size_t n = x->n;
+    for (size_t s = 1; s <= n; s++)
+        for (size_t t = s + 1; t <= n; t++) {
+            opt_view *v = &x->vw[IDX(x, s, t)];
+            opt_view Y = view_of(y, s, t);
+            const float *yo = orow(y, O, s, t);
+            float otail = ot[IDX(y, s, t)];
+            uint64_t top = x->budget + 1, first = UINT64_MAX, last = 0;
+            if (s >= 2) top = x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
+            int tail = 0; /* a budget past the row, where C is the plain time, kept */
+            for (uint64_t M = (v->hi + K - 1) / K; v->hi < top && M <= (top - 1 + K - 1) / K; M++)
+                if ((tail = kept_at(&Y, yo, otail, M, thr))) break;
+            for (uint64_t M = (v->lo + K - 1) / K; v->lo < v->hi && M <= (v->hi - 1 + K - 1) / K;
+                 M++) {
+                if (!kept_at(&Y, yo, otail, M, thr)) continue;
+                uint64_t m0 = M ? max2(v->lo, K * (M - 1) + 1) : v->lo;
+                if (first == UINT64_MAX) first = m0;
+                last = K * M < v->hi - 1 ? K * M : v->hi - 1;
+            }
+            if (first == UINT64_MAX) { /* nothing stored; the tail if that was kept */
+                v->lo = v->hi;
+                if (!tail) v->tail = INFINITY;
+                continue;
+            }
+            v->lo = first;
+            if (!tail && last + 1 < v->hi) {
+                v->hi = last + 1;
+                v->cut = 1;
+            }
+        }
+}
+
+/* Narrows x's rows by the bounds, for root budgets [base, x->budget]; *U
+ * gets each root's upper bound (NULL when nothing was narrowed: no upper
+ * bound fits, or the bounds keep everything). */
+static remat_status bound_rows(opt_ctx *x, const remat_solve_options *o, uint64_t base,
+                               float **U, remat_error *err) {
+    const uint64_t K = OPT_BOUND_K, top = x->budget;
+    size_t n = x->n, roots = (size_t)(top - base + 1);
+    *U = NULL;
+    float *u = remat__calloc(roots, sizeof *u);
+    REMAT__RETURN_IF(!u, err, REMAT_E_NOMEM, "optimal: out of memory");
+    opt_ctx z;
+    remat_status st = ctx_scaled(&z, x, 1, top / K, o, err);
+    int fits = st == REMAT_OK && z.lo[IDX(&z, 1, n)] <= base / K;
+    if (fits) st = layout_rows(&z, o, top / K - base / K, 0, err);
+    if (fits && st == REMAT_OK) st = fill_rows(&z, o, err);
+    for (size_t i = 0; fits && st == REMAT_OK && i < roots; i++)
+        u[i] = table_at(&z, 1, n, (base + i) / K);
+    ctx_free(&z);
+    opt_ctx y;
+    memset(&y, 0, sizeof y);
+    float *O = NULL, *ot = NULL, most = 0;
+    if (fits && st == REMAT_OK) st = ctx_scaled(&y, x, 0, (top + K - 1) / K, o, err);
+    if (fits && st == REMAT_OK) st = layout_rows(&y, o, top - base, 1, err);
+    if (fits && st == REMAT_OK) st = fill_rows(&y, o, err);
+    for (size_t i = 0; fits && st == REMAT_OK && i < roots; i++) {
+        if (!(u[i] < INFINITY)) fits = 0;
+        else if (u[i] > most) most = u[i];
+    }
+    /* float sums along a path differ from the bounds' by rounding only */
+    float thr = most * (float)(n + 8) * 0x1p-22f;
+    if (fits && st == REMAT_OK) st = outside_pass(&y, x, o, base, u, thr, &O, &ot, err);
+    if (fits && st == REMAT_OK) keep_rows(x, &y, O, ot, thr);
+    free(O);
+    ctx_free(&y);
+    if (fits && st == REMAT_OK) *U = u;
+    else free(u);
+    return st;
+}
+
+/* The table of a solve for root budgets [base, x->budget]. prune: 0 never
+ * narrows it by the bounds, 1 when the whole table is over the work limit,
+ * 2 always. A narrowed table that misses a bound is filled whole instead.
+ * *cells (if not NULL) gets the cells stored. */
+static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_t base,
+                               int prune, size_t *cells, remat_error *err) {
+    int exact = slots_of(o) == 0;
+    size_t n = x->n, whole;
+    double work;
+    REMAT__FORWARD(layout_rows(x, o, x->budget - base, 0, err));
+    REMAT__FORWARD(plan_rows(x, NULL, &whole, &work, err));
+    REMAT__FORWARD(time_limit(o, work, err));
+    remat_status big = size_limit(o, exact, whole, err);
+    if (big != REMAT_OK && (prune == 0 || n < 3)) return big;
+    if (big == REMAT_OK && prune < 2) {
+        REMAT__FORWARD(fill_rows(x, o, err));
+        if (cells) *cells = x->cells;
+        return REMAT_OK;
+    }
+    opt_view *full = NULL;
+    float *U = NULL;
+    remat_status st = remat__alloc_table((void **)&full, n * n, sizeof *full, work_cap(o),
+                                         "optimal rows", err);
+    if (st == REMAT_OK) memcpy(full, x->vw, n * n * sizeof *full);
+    if (st == REMAT_OK) st = bound_rows(x, o, base, &U, err);
+    size_t kept = whole;
+    double kwork;
+    if (st == REMAT_OK && U) st = plan_rows(x, NULL, &kept, &kwork, err);
+    if ((st == REMAT_E_TOO_LARGE || st == REMAT_OK) && big != REMAT_OK &&
+        (!U || size_limit(o, exact, kept, NULL) != REMAT_OK))
+        st = remat__fail(err, REMAT_E_TOO_LARGE,
+                         "optimal: the table would need %llu bytes, more than the work limit of "
+                         "%llu bytes, and %llu even narrowed by the bounds; use fewer slots "
+                         "(--slots) or a larger work limit",
+                         (unsigned long long)whole * sizeof(float),
+                         (unsigned long long)work_cap(o),
+                         (unsigned long long)kept * sizeof(float));
+    if (st == REMAT_OK) st = fill_rows(x, o, err);
+    for (uint64_t r = base; U && st == REMAT_OK && r <= x->budget; r++)
+        if (!(table_at(x, 1, n, r) <= U[r - base])) { /* a bound missed: not expected */
+            memcpy(x->vw, full, n * n * sizeof *full);
+            st = big == REMAT_OK ? fill_rows(x, o, err) : big;
+            break;
+        }
+    if (cells) *cells = x->cells;
+    free(U);
+    free(full);
+    return st;
+}
+
+static remat_status solve_optimal(const remat_chain *c, const remat_solve_options *o, int prune,
+                                  size_t *cells, remat_schedule **out, remat_error *err) {
     uint64_t store_peak;
     REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
     /* Storing everything needs one forward and one backward per stage: optimal. */
@@ -835,7 +1175,7 @@ remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_option
     if (st == REMAT_OK && !fits) st = infeasible(&x, o, store_peak, o->memory, err);
     uint64_t base = x.budget, b = base;
     if (st == REMAT_OK) x.budget = base + headroom(&x, base);
-    if (st == REMAT_OK) st = solve_table(&x, o, x.budget - base, err);
+    if (st == REMAT_OK) st = solve_rows(&x, o, base, prune, cells, err);
     if (st == REMAT_OK) st = pick_budget(&x, base, o->memory, &b, err);
     remat_schedule *s = NULL;
     if (st == REMAT_OK) st = remat_schedule_create("optimal", &s, err);
@@ -852,6 +1192,17 @@ remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_option
     }
     *out = s;
     return REMAT_OK;
+}
+
+remat_status remat__solve_optimal(const remat_chain *c, const remat_solve_options *o,
+                                  remat_schedule **out, remat_error *err) {
+    return solve_optimal(c, o, 1, NULL, out, err);
+}
+
+remat_status remat__solve_optimal_ex(const remat_chain *c, const remat_solve_options *o,
+                                     int prune, size_t *cells, remat_schedule **out,
+                                     remat_error *err) {
+    return solve_optimal(c, o, prune, cells, out, err);
 }
 
 /* ---- the curve ---- */

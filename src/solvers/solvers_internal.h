@@ -44,6 +44,11 @@ void remat__progress(const remat_solve_options *o, double done, const char *what
  * bytes), and the min-peak needs lo(s, t) in exact bytes, an n x n array
  * (lo(s, t) at [(s-1)n + t-1] for s <= t; free() it). */
 uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
+/* optimal.c, for tests: remat__solve_optimal with the bound pruning on or
+ * off (prune); *cells (if not NULL) gets the table cells stored. Before
+ * remat_solve's checks. */
+remat_status remat__solve_optimal_ex(const remat_chain *c, const remat_solve_options *o, int prune,
+                                     size_t *cells, remat_schedule **out, remat_error *err);
 remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err);
 
 /* Convenience for solvers building schedules. */
