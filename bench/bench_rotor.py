@@ -271,6 +271,8 @@ def rotor(args, chain_path, memory, slots, curve=False):
 def remat_solve(args, chain_path, memory, slots, out_path):
     cmd = [args.remat, "solve", chain_path, "--memory", str(memory), "--slots", str(slots),
            "-o", out_path]
+    if args.max_work:
+        cmd += ["--max-work", args.max_work]
     wall, rss, rc = run_rss(cmd)
     return wall, rss, rc
 
@@ -351,6 +353,7 @@ def main():
     ap.add_argument("--rotor", help="directory holding rotor's built dynamic_programs module")
     ap.add_argument("--remat", default=os.path.join(ROOT, "build", "remat"))
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--max-work", help="remat solve's --max-work (its table's limit), e.g. 64M")
     ap.add_argument("--limits", type=int, default=11)
     ap.add_argument("--slots", default="500,1000")
     ap.add_argument("--chains", default="resnet1001-like,random-339")

@@ -339,6 +339,30 @@ static void relax(const opt_ctx *x, float *row, uint64_t rlo, uint64_t m0, uint6
 
 static const opt_view opt_zero = {NULL, 0, 0, 0.0f, 0};
 
+static uint64_t ceil_div(uint64_t a, uint64_t k) { return a / k + (a % k != 0); }
+
+/* The needs a choice checks. A lower bound table (held_in) checks the fine
+ * table's, rounded up to its units, which every fine schedule passes: much
+ * tighter than its own rounded-down sizes. fall(): Fall s of (s, t); run
+ * is the Fck need less d[t], as fill_row builds it, in the fine units. */
+static uint64_t need_fall(const opt_ctx *x, size_t s, size_t t) {
+    const opt_ctx *f = x->held_in;
+    return f ? ceil_div(m_all(f, s, t), x->unit / f->unit) : m_all(x, s, t);
+}
+static uint64_t need_fck(const opt_ctx *x, size_t t, uint64_t run) {
+    const opt_ctx *f = x->held_in;
+    return f ? ceil_div(sat(f->d[t] + run), x->unit / f->unit) : x->d[t] + run;
+}
+/* The run of Fck s, Fn s+1..sp-1 (without d[t]) in the units needs use. */
+static uint64_t run_first(const opt_ctx *x, size_t s) {
+    const opt_ctx *f = x->held_in ? x->held_in : x;
+    return sat(f->a[s] + f->of[s]);
+}
+static uint64_t run_next(const opt_ctx *x, size_t s, size_t sp, uint64_t run) {
+    const opt_ctx *f = x->held_in ? x->held_in : x;
+    return sp > s + 1 && f->fnp[sp - 1] > run ? f->fnp[sp - 1] : run;
+}
+
 /* Fills the row of (s, t), t > s, from rows of shorter sub-chains. */
 static void fill_row(const opt_ctx *x, size_t s, size_t t) {
     const opt_view *me = &x->vw[IDX(x, s, t)];
@@ -348,16 +372,16 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
     for (size_t i = 0; i < hi - lo; i++) row[i] = INFINITY;
     /* Fall s; (s+1, t) with abar[s] held outside its budget; B s. */
     opt_view A = view_of(x, s + 1, t);
-    uint64_t m0 = max3(lo, m_all(x, s, t), A.lo + x->ab[s]);
+    uint64_t m0 = max3(lo, need_fall(x, s, t), A.lo + x->ab[s]);
     float cf = (float)((x->pfb[s] - x->pfb[s - 1]));
     if (m0 < hi) relax(x, row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero, -INFINITY);
     /* Fck s, Fn s+1..s'-1; (s', t) with a[s'-1] held outside; then (s, s'-1). */
-    uint64_t run = sat(x->a[s] + x->of[s]);
+    uint64_t run = run_first(x, s);
     for (size_t sp = s + 1; sp <= t; sp++) {
-        if (sp > s + 1 && x->fnp[sp - 1] > run) run = x->fnp[sp - 1];
+        run = run_next(x, s, sp, run);
         A = x->vwt[IDX(x, t, sp)];
         opt_view B = x->vw[IDX(x, s, sp - 1)];
-        m0 = max3(max2(lo, x->d[t] + run), A.lo + x->a[sp - 1], B.lo);
+        m0 = max3(max2(lo, need_fck(x, t, run)), A.lo + x->a[sp - 1], B.lo);
         if (m0 >= hi) continue;
         float c = (float)(x->pf[sp - 1] - x->pf[s - 1]);
         /* Rows and candidates fall with m, so this candidate is never below its
@@ -978,17 +1002,17 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
     if (s + 1 < t) { /* Fall s */
         opt_view A = view_of(y, s + 1, t);
         float *ao = orow(y, O, s + 1, t), cf = (float)(y->pfb[s] - y->pfb[s - 1]);
-        uint64_t m0 = max2(a0, m_all(y, s, t));
+        uint64_t m0 = max2(a0, need_fall(y, s, t));
         float *at = &ot[IDX(y, s + 1, t)];
         push(y, ao, A.lo, A.hi, at, y->ab[s], po, P.lo, m0, a1, cf, &opt_zero, 0);
         if (x->ab[s] % K)
             push(y, ao, A.lo, A.hi, at, y->ab[s] + 1, po, P.lo, m0, a1, cf, &opt_zero, 0);
     }
-    uint64_t run = sat(y->a[s] + y->of[s]);
+    uint64_t run = run_first(y, s);
     for (size_t sp = s + 1; sp <= t; sp++) { /* Fck s, Fn s+1..sp-1 */
-        if (sp > s + 1 && y->fnp[sp - 1] > run) run = y->fnp[sp - 1];
-        uint64_t w = y->a[sp - 1], m0 = max3(a0, y->d[t] + run, w);
-        if (y->d[t] + run >= a1) break; /* run only rises */
+        run = run_next(y, s, sp, run);
+        uint64_t need = need_fck(y, t, run), w = y->a[sp - 1], m0 = max3(a0, need, w);
+        if (need >= a1) break; /* run only rises */
         if (m0 >= a1) continue;
         float c = (float)(y->pf[sp - 1] - y->pf[s - 1]);
         opt_view A = view_of(y, sp, t), B = view_of(y, s, sp - 1);
