@@ -56,7 +56,8 @@ void cli_progress_end(cli_progress *p);
     "                       needed by pofo, offload-only, opportunist, autocapper\n"        \
     "  --values N           pofo: memory values of the DP (default 50)\n"                   \
     "  --threads T          worker threads (default: all cores)\n"                          \
-    "  --max-work SIZE      cap on solver tables (default 8GiB)\n"                          \
+    "  --max-work SIZE      cap on solver tables (default 8GiB); an optimal solve over\n"   \
+    "                       it narrows its table by bounds (same schedule, slower)\n"      \
     "  --max-time SECONDS   refuse work estimated to take longer (default 60; 0 = no\n"    \
     "                       limit); the refusal gives the estimate\n"                      \
     "  --progress           show the progress line on stderr even when it is not a\n"      \
