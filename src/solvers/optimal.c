@@ -954,13 +954,16 @@ static float *orow(const opt_ctx *y, float *O, size_t s, size_t t) {
 }
 
 /* out[m - d] = min(out[m - d], (c + o[m]) + S(m - w)) for m in [m0, m1), where
- * out covers budgets [olo, ohi) and o starts at budget plo. */
+ * out covers budgets [olo, ohi) and o starts at budget plo; past ohi, otail
+ * takes a bound of them all: the least o there (omin[m - plo], the least of
+ * o from m to m1) plus S's last value (S falls with m). */
 static void push(const opt_ctx *y, float *out, uint64_t olo, uint64_t ohi, float *otail,
-                 uint64_t d, const float *o, uint64_t plo, uint64_t m0, uint64_t m1, float c,
-                 const opt_view *S, uint64_t w) {
+                 uint64_t d, const float *o, const float *omin, uint64_t plo, uint64_t m0,
+                 uint64_t m1, float c, const opt_view *S, uint64_t w) {
     m0 = max3(m0, olo + d, S->lo + w);
-    for (uint64_t m = max2(m0, ohi + d); m < m1; m++) { /* past the child's row */
-        float v = (c + o[m - plo]) + view_at(S, m - w);
+    uint64_t past = max2(m0, ohi + d);
+    if (past < m1) {
+        float v = (c + omin[past - plo]) + view_at(S, m1 - 1 - w);
         if (v < *otail) *otail = v;
     }
     if (m1 > ohi + d) m1 = ohi + d;
@@ -979,7 +982,7 @@ static void push(const opt_ctx *y, float *out, uint64_t olo, uint64_t ohi, float
  * the fine size had a remainder, so it gets both; a sibling is bounded at
  * its larger budget. Cells already above thr are dropped first. */
 static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, float thr,
-                        float *O, float *ot) {
+                        float *O, float *ot, float *omin) {
     const uint64_t K = OPT_BOUND_K;
     opt_view P = view_of(y, s, t);
     float *po = orow(y, O, s, t);
@@ -999,14 +1002,20 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
         a1 = m + 1;
     }
     if (a0 >= a1) return;
+    float low = INFINITY;
+    for (uint64_t m = a1; m-- > a0;) { /* suffix minima of O from a0 */
+        if (po[m - P.lo] < low) low = po[m - P.lo];
+        omin[m - a0] = low;
+    }
+    omin -= a0 - P.lo; /* omin[m - P.lo] for m in [a0, a1) */
     if (s + 1 < t) { /* Fall s */
         opt_view A = view_of(y, s + 1, t);
         float *ao = orow(y, O, s + 1, t), cf = (float)(y->pfb[s] - y->pfb[s - 1]);
         uint64_t m0 = max2(a0, need_fall(y, s, t));
         float *at = &ot[IDX(y, s + 1, t)];
-        push(y, ao, A.lo, A.hi, at, y->ab[s], po, P.lo, m0, a1, cf, &opt_zero, 0);
+        push(y, ao, A.lo, A.hi, at, y->ab[s], po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
         if (x->ab[s] % K)
-            push(y, ao, A.lo, A.hi, at, y->ab[s] + 1, po, P.lo, m0, a1, cf, &opt_zero, 0);
+            push(y, ao, A.lo, A.hi, at, y->ab[s] + 1, po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
     }
     uint64_t run = run_first(y, s);
     for (size_t sp = s + 1; sp <= t; sp++) { /* Fck s, Fn s+1..sp-1 */
@@ -1018,12 +1027,12 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
         opt_view A = view_of(y, sp, t), B = view_of(y, s, sp - 1);
         if (sp < t) {
             float *ao = orow(y, O, sp, t), *at = &ot[IDX(y, sp, t)];
-            push(y, ao, A.lo, A.hi, at, w, po, P.lo, m0, a1, c, &B, 0);
-            if (x->a[sp - 1] % K) push(y, ao, A.lo, A.hi, at, w + 1, po, P.lo, m0, a1, c, &B, 0);
+            push(y, ao, A.lo, A.hi, at, w, po, omin, P.lo, m0, a1, c, &B, 0);
+            if (x->a[sp - 1] % K) push(y, ao, A.lo, A.hi, at, w + 1, po, omin, P.lo, m0, a1, c, &B, 0);
         }
         if (sp - 1 > s)
-            push(y, orow(y, O, s, sp - 1), B.lo, B.hi, &ot[IDX(y, s, sp - 1)], 0, po, P.lo, m0,
-                 a1, c, &A, w);
+            push(y, orow(y, O, s, sp - 1), B.lo, B.hi, &ot[IDX(y, s, sp - 1)], 0, po, omin,
+                 P.lo, m0, a1, c, &A, w);
     }
 }
 
@@ -1048,8 +1057,20 @@ static remat_status outside_pass(const opt_ctx *y, const opt_ctx *x,
         float *at = M < R.lo ? NULL : M < R.hi ? &ro[M - R.lo] : &ot[IDX(y, 1, n)];
         if (at && -u[r - base] < *at) *at = -u[r - base];
     }
+    size_t longest = 1;
     for (size_t s = 1; s < n; s++)
-        for (size_t t = n; t > s; t--) outside_row(y, x, s, t, thr, O, ot);
+        for (size_t t = s + 1; t <= n; t++) {
+            opt_view v = view_of(y, s, t);
+            if (v.hi - v.lo > longest) longest = (size_t)(v.hi - v.lo);
+        }
+    float *omin = remat__calloc(longest, sizeof *omin);
+    if (!omin) {
+        free(O);
+        return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+    }
+    for (size_t s = 1; s < n; s++)
+        for (size_t t = n; t > s; t--) outside_row(y, x, s, t, thr, O, ot, omin);
+    free(omin);
     *out = O;
     *tail = ot;
     return REMAT_OK;
