@@ -718,11 +718,13 @@ static void ops_text(const remat_schedule *s, char *ops, size_t cap) {
     }
 }
 
-/* The table narrowed by the bounds gives the very schedule of the whole
- * table (every cell of a best schedule is kept), and narrows it. */
+/* The table narrowed by the bounds, from both bound tables (prune 3) or the
+ * lower one with a guessed upper bound (prune 2), gives the very schedule
+ * of the whole table (every cell of a best schedule is kept), and narrows
+ * it. */
 static void t_bounds_same_schedule(void) {
     test_rng r = {2024};
-    int compared = 0, narrowed = 0;
+    int compared = 0, narrowed = 0, guessed = 0;
     double kept = 0, whole = 0;
     static char a[1 << 16], b[1 << 16];
     for (int it = 0; it < 1500; it++) {
@@ -741,37 +743,46 @@ static void t_bounds_same_schedule(void) {
             continue;
         }
         o.memory = mm + test_rng_range(&r, 0, (peak - mm) / 2 + 1);
-        remat_schedule *s0 = NULL, *s1 = NULL;
-        size_t c0 = 0, c1 = 0;
+        remat_schedule *s0 = NULL;
+        size_t c0 = 0;
         remat_error e;
         ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, &c0, &s0, &e), REMAT_OK);
-        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 2, &c1, &s1, &e), REMAT_OK);
         ops_text(s0, a, sizeof a);
-        ops_text(s1, b, sizeof b);
-        ASSERT_TRUE(strcmp(a, b) == 0);
-        ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
-        ASSERT_TRUE(test_schedule_ok(c, s1, o.memory));
-        ASSERT_TRUE(c1 <= c0);
-        narrowed += c1 < c0;
-        kept += (double)c1;
-        whole += (double)c0;
+        for (int mode = 2; mode <= 3; mode++) {
+            remat_schedule *s1 = NULL;
+            size_t c1 = 0;
+            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, &c1, &s1, &e), REMAT_OK);
+            ops_text(s1, b, sizeof b);
+            ASSERT_TRUE(strcmp(a, b) == 0);
+            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
+            ASSERT_TRUE(test_schedule_ok(c, s1, o.memory));
+            ASSERT_TRUE(c1 <= c0);
+            if (mode == 2) guessed += c1 < c0;
+            if (mode == 3) {
+                narrowed += c1 < c0;
+                kept += (double)c1;
+                whole += (double)c0;
+            }
+            remat_schedule_free(s1);
+        }
         compared++;
         remat_schedule_free(s0);
-        remat_schedule_free(s1);
         remat_chain_free(c);
     }
     ASSERT_TRUE(compared > 1000);
     ASSERT_TRUE(narrowed > compared / 4);
+    ASSERT_TRUE(guessed > compared / 20);
     ASSERT_TRUE(kept < 0.8 * whole);
-    printf("  (%d solves, %d narrowed; %.0f%% of the cells kept)\n", compared, narrowed,
-           100 * kept / whole);
+    printf("  (%d solves, %d narrowed by both tables, %.0f%% of their cells kept; %d by the "
+           "lower one and a guess)\n",
+           compared, narrowed, 100 * kept / whole, guessed);
 }
 
 /* A table over the work limit is narrowed by the bounds instead of refused,
  * with the same schedule; one that still does not fit is refused. */
 static void t_bounds_under_work_limit(void) {
     test_rng r = {99};
-    int fitted = 0;
+    int fitted = 0, refused = 0;
     for (int it = 0; it < 40; it++) {
         test_chain_spec sp = {30 + (size_t)it, 1 << 20, it % 2, 0, 0, 0};
         remat_chain *c = test_random_chain(&r, &sp);
@@ -785,7 +796,7 @@ static void t_bounds_under_work_limit(void) {
         size_t whole = 0, kept = 0;
         remat_error e;
         ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, &whole, &s0, &e), REMAT_OK);
-        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 2, &kept, &s1, &e), REMAT_OK);
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 3, &kept, &s1, &e), REMAT_OK);
         remat_schedule_free(s1);
         s1 = NULL;
         if (kept * 4 < whole * 3) {
@@ -793,16 +804,21 @@ static void t_bounds_under_work_limit(void) {
             ASSERT_STATUS(remat_solve(c, &o, &s1, &e), REMAT_OK);
             ASSERT_TRUE(s1->time == s0->time);
             remat_schedule_free(s1);
-            o.max_work_bytes = kept * sizeof(float) / 2;
-            ASSERT_STATUS(remat_solve(c, &o, &s1, &e), REMAT_E_TOO_LARGE);
-            ASSERT_CONTAINS(e.message, "narrowed by the bounds");
             fitted++;
+            /* just under the narrowed table (the O(n^2) bookkeeping still fits) */
+            o.max_work_bytes = kept * sizeof(float) - 1;
+            if (o.max_work_bytes >= 64 * sp.n * sp.n) {
+                ASSERT_STATUS(remat_solve(c, &o, &s1, &e), REMAT_E_TOO_LARGE);
+                ASSERT_CONTAINS(e.message, "narrowed by the bounds");
+                refused++;
+            }
         }
         remat_schedule_free(s0);
         remat_chain_free(c);
     }
-    ASSERT_TRUE(fitted > 10);
-    printf("  (%d tables narrowed under the work limit)\n", fitted);
+    ASSERT_TRUE(fitted > 10 && refused > 5);
+    printf("  (%d tables narrowed under the work limit, %d refused just under theirs)\n", fitted,
+           refused);
 }
 
 static const test_case cases[] = {

@@ -22,6 +22,7 @@
 
 static uint64_t sat(uint64_t x) { return x > OPT_LIM ? OPT_LIM : x; }
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t min2(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return max2(max2(a, b), c); }
 
 typedef size_t (*opt_kernel)(float *, const float *, const float *, float, float, float, size_t,
@@ -341,17 +342,21 @@ static const opt_view opt_zero = {NULL, 0, 0, 0.0f, 0};
 
 static uint64_t ceil_div(uint64_t a, uint64_t k) { return a / k + (a % k != 0); }
 
+/* A bound table's unit is this many of its fine table's (see "pruning by
+ * bounds" below). */
+#define OPT_BOUND_K ((uint64_t)8)
+
 /* The needs a choice checks. A lower bound table (held_in) checks the fine
  * table's, rounded up to its units, which every fine schedule passes: much
  * tighter than its own rounded-down sizes. fall(): Fall s of (s, t); run
  * is the Fck need less d[t], as fill_row builds it, in the fine units. */
 static uint64_t need_fall(const opt_ctx *x, size_t s, size_t t) {
     const opt_ctx *f = x->held_in;
-    return f ? ceil_div(m_all(f, s, t), x->unit / f->unit) : m_all(x, s, t);
+    return f ? ceil_div(m_all(f, s, t), OPT_BOUND_K) : m_all(x, s, t);
 }
 static uint64_t need_fck(const opt_ctx *x, size_t t, uint64_t run) {
     const opt_ctx *f = x->held_in;
-    return f ? ceil_div(sat(f->d[t] + run), x->unit / f->unit) : x->d[t] + run;
+    return f ? ceil_div(sat(f->d[t] + run), OPT_BOUND_K) : x->d[t] + run;
 }
 /* The run of Fck s, Fn s+1..sp-1 (without d[t]) in the units needs use. */
 static uint64_t run_first(const opt_ctx *x, size_t s) {
@@ -464,7 +469,7 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
 static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat_error *err) {
     /* held is counted in the units of hx, at hx's budget, and divided by hk */
     const opt_ctx *hx = x->held_in ? x->held_in : x;
-    uint64_t hk = x->held_in ? x->unit / hx->unit : 1, hbud = hx->budget;
+    uint64_t hk = x->held_in ? OPT_BOUND_K : 1, hbud = hx->budget;
     size_t n = x->n;
     uint64_t *ha = remat__calloc(n + 1, sizeof *ha), *hp = remat__calloc(n + 1, sizeof *hp);
     if (!ha || !hp) {
@@ -483,12 +488,13 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat
             hb = h; /* (s, t-1) is read by (s, t) at the same budget */
             size_t id = IDX(x, s, t);
             opt_view *v = &x->vw[id];
-            v->lo = t == s ? x->lo[id] : max2(x->lo[id], hbud > h ? (hbud - h) / hk : 0);
+            v->lo = t == s ? max2(x->lo[id], need_fall(x, s, s))
+                           : max2(x->lo[id], hbud > h ? (hbud - h) / hk : 0);
             v->hi = t > s && !full && x->g[id] < top ? x->g[id] : top;
-            if (x->held_in && t > s) { /* what the fine row maps to, no more */
+            if (x->held_in && t > s) { /* what the fine row maps to, and up to g */
                 const opt_view *f = &hx->vw[id];
                 uint64_t fh = f->hi > f->lo ? (f->hi - 1 + hk - 1) / hk + 1 : 0;
-                if (fh < v->hi) v->hi = fh;
+                v->hi = min2(top, max2(fh, x->g[id]));
             }
             if (t == s || v->hi < v->lo) v->hi = v->lo;
             v->tail = tmin_f(x, s, t);
@@ -518,9 +524,9 @@ static remat_status layout_rows(opt_ctx *x, const remat_solve_options *o, uint64
     x->off = x->g;
     /* g(s, t): the need of Fall s..t, B t..s; from it on C is the plain time */
     for (size_t s = n; s >= 1; s--) {
-        x->g[IDX(x, s, s)] = m_all(x, s, s);
+        x->g[IDX(x, s, s)] = need_fall(x, s, s);
         for (size_t t = s + 1; t <= n; t++)
-            x->g[IDX(x, s, t)] = max2(m_all(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
+            x->g[IDX(x, s, t)] = max2(need_fall(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
     }
     return query_ranges(x, root_span, full, err);
 }
@@ -930,7 +936,6 @@ static remat_status pick_budget(const opt_ctx *x, uint64_t base, uint64_t mem, u
  * best schedule is kept, so the values along it and the schedule are those
  * of the whole table; the roots are checked against U, and on any miss the
  * whole table is filled instead. */
-#define OPT_BOUND_K ((uint64_t)8)
 
 /* y: x's sizes in units K times larger, rounded up (up) or down, at `budget`. */
 static remat_status ctx_scaled(opt_ctx *y, const opt_ctx *x, int up, uint64_t budget,
@@ -1119,91 +1124,170 @@ static void keep_rows(opt_ctx *x, const opt_ctx *y, float *O, const float *ot, f
         }
 }
 
-/* Narrows x's rows by the bounds, for root budgets [base, x->budget]; *U
- * gets each root's upper bound (NULL when nothing was narrowed: no upper
- * bound fits, or the bounds keep everything). */
-static remat_status bound_rows(opt_ctx *x, const remat_solve_options *o, uint64_t base,
-                               float **U, remat_error *err) {
+/* Does the lower table bound anything at the root, budget M? Not when its
+ * all-Fall plan fits: then it puts every root at the plain time. O(n). */
+static int lower_informative(const opt_ctx *y, uint64_t M) {
+    for (size_t s = 1; s <= y->n; s++) {
+        if (M < need_fall(y, s, y->n)) return 1;
+        if (s < y->n && M < y->ab[s]) return 1;
+        if (s < y->n) M -= y->ab[s];
+    }
+    return 0;
+}
+
+/* u[r - base] for each root r in [base, x->budget]: the upper table's time
+ * (*ok = 0 when it has no schedule there). */
+static remat_status upper_bounds(const opt_ctx *x, const remat_solve_options *o, uint64_t base,
+                                 float *u, int *ok, remat_error *err) {
     const uint64_t K = OPT_BOUND_K, top = x->budget;
-    size_t n = x->n, roots = (size_t)(top - base + 1);
-    *U = NULL;
-    float *u = remat__calloc(roots, sizeof *u);
-    REMAT__RETURN_IF(!u, err, REMAT_E_NOMEM, "optimal: out of memory");
+    size_t n = x->n;
     opt_ctx z;
     remat_status st = ctx_scaled(&z, x, 1, top / K, o, err);
-    int fits = st == REMAT_OK && z.lo[IDX(&z, 1, n)] <= base / K;
-    if (fits) st = layout_rows(&z, o, top / K - base / K, 0, err);
-    if (fits && st == REMAT_OK) st = fill_rows(&z, o, err);
-    for (size_t i = 0; fits && st == REMAT_OK && i < roots; i++)
-        u[i] = table_at(&z, 1, n, (base + i) / K);
+    *ok = st == REMAT_OK && z.lo[IDX(&z, 1, n)] <= base / K;
+    if (*ok) st = layout_rows(&z, o, top / K - base / K, 0, err);
+    if (*ok && st == REMAT_OK) st = fill_rows(&z, o, err);
+    for (uint64_t r = base; *ok && st == REMAT_OK && r <= top; r++)
+        u[r - base] = table_at(&z, 1, n, r / K);
     ctx_free(&z);
-    opt_ctx y;
-    memset(&y, 0, sizeof y);
-    float *O = NULL, *ot = NULL, most = 0;
-    if (fits && st == REMAT_OK) st = ctx_scaled(&y, x, 0, (top + K - 1) / K, o, err);
-    if (fits && st == REMAT_OK) st = layout_rows(&y, o, top - base, 1, err);
-    if (fits && st == REMAT_OK) st = fill_rows(&y, o, err);
-    for (size_t i = 0; fits && st == REMAT_OK && i < roots; i++) {
-        if (!(u[i] < INFINITY)) fits = 0;
-        else if (u[i] > most) most = u[i];
-    }
-    /* float sums along a path differ from the bounds' by rounding only */
-    float thr = most * (float)(n + 8) * 0x1p-22f;
-    if (fits && st == REMAT_OK) st = outside_pass(&y, x, o, base, u, thr, &O, &ot, err);
-    if (fits && st == REMAT_OK) keep_rows(x, &y, O, ot, thr);
-    free(O);
-    ctx_free(&y);
-    if (fits && st == REMAT_OK) *U = u;
-    else free(u);
     return st;
 }
 
+/* The lower table for x's roots, filled (*ok = 0, unfilled, when `need_root`
+ * and it puts the top root at the plain time: it bounds nothing). */
+static remat_status lower_table(const opt_ctx *x, const remat_solve_options *o, uint64_t base,
+                                int need_root, opt_ctx *y, int *ok, remat_error *err) {
+    const uint64_t K = OPT_BOUND_K, top = x->budget;
+    REMAT__FORWARD(ctx_scaled(y, x, 0, (top + K - 1) / K, o, err));
+    *ok = !need_root || lower_informative(y, y->budget);
+    if (!*ok) return REMAT_OK;
+    REMAT__FORWARD(layout_rows(y, o, top - base, 0, err));
+    return fill_rows(y, o, err);
+}
+
+/* Narrows x's rows to the cells within the upper bounds u of the roots
+ * [base, x->budget] (*ok = 0, rows untouched, when a root has none). */
+static remat_status narrow_rows(opt_ctx *x, const opt_ctx *y, const remat_solve_options *o,
+                                uint64_t base, const float *u, int *ok, remat_error *err) {
+    size_t n = x->n;
+    float most = 0;
+    *ok = 1;
+    for (uint64_t r = base; *ok && r <= x->budget; r++) {
+        if (!(u[r - base] < INFINITY)) *ok = 0;
+        else if (u[r - base] > most) most = u[r - base];
+    }
+    if (!*ok) return REMAT_OK;
+    /* float sums along a path differ from the bounds' by rounding only */
+    float thr = most * (float)(n + 8) * 0x1p-22f, *O = NULL, *ot = NULL;
+    REMAT__FORWARD(outside_pass(y, x, o, base, u, thr, &O, &ot, err));
+    keep_rows(x, y, O, ot, thr);
+    free(O);
+    return REMAT_OK;
+}
+
+/* Whole tables from this many cells on are narrowed by default, with upper
+ * bounds guessed from the lower table, when it bounds the recomputation at
+ * the root to at least 1/OPT_NARROW_SHARE of the plain time: then
+ * narrowing takes less time than it saves. A guess is the lower bound and
+ * 1/32 more. */
+#define OPT_NARROW_CELLS ((size_t)1 << 23)
+#define OPT_NARROW_SHARE 16
+
+/* Guessed upper bounds from the lower table (*ok = 0 when too weak). */
+static void guess_bounds(const opt_ctx *x, const opt_ctx *y, uint64_t base, float *u, int *ok) {
+    const uint64_t K = OPT_BOUND_K;
+    float tm = tmin_f(y, 1, y->n);
+    *ok = table_at(y, 1, y->n, (x->budget + K - 1) / K) - tm >= tm / OPT_NARROW_SHARE;
+    for (uint64_t r = base; *ok && r <= x->budget; r++) {
+        float lb = table_at(y, 1, y->n, (r + K - 1) / K);
+        u[r - base] = lb + lb * 0x1p-5f;
+    }
+}
+
+/* Did every root come within its upper bound? Else u takes the narrowed
+ * table's root values, which are real schedules' times and so upper bounds. */
+static int roots_within(const opt_ctx *x, uint64_t base, float *u) {
+    int within = 1;
+    for (uint64_t r = base; r <= x->budget; r++) {
+        float v = table_at(x, 1, x->n, r);
+        if (!(v <= u[r - base])) within = 0;
+    }
+    for (uint64_t r = base; !within && r <= x->budget; r++) u[r - base] = table_at(x, 1, x->n, r);
+    return within;
+}
+
 /* The table of a solve for root budgets [base, x->budget]. prune: 0 never
- * narrows it by the bounds, 1 when the whole table is over the work limit,
- * 2 always. A narrowed table that misses a bound is filled whole instead.
- * *cells (if not NULL) gets the cells stored. */
+ * narrows it by the bounds; 1 (the default) narrows a table over the work
+ * limit with both bound tables, and one of OPT_NARROW_CELLS or more with a
+ * guess from the lower one when it bounds enough; 2 and 3 always narrow,
+ * with a guess or with both tables (tests). A guess that misses a root is
+ * followed by a second narrowing, bounded by what the first one found; if
+ * that misses too (not expected), the whole table is filled. *cells (if not
+ * NULL) gets the cells stored. */
 static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_t base,
                                int prune, size_t *cells, remat_error *err) {
     int exact = slots_of(o) == 0;
-    size_t n = x->n, whole;
+    size_t n = x->n, whole, roots = (size_t)(x->budget - base + 1);
     double work;
     REMAT__FORWARD(layout_rows(x, o, x->budget - base, 0, err));
     REMAT__FORWARD(plan_rows(x, NULL, &whole, &work, err));
     REMAT__FORWARD(time_limit(o, work, err));
     remat_status big = size_limit(o, exact, whole, err);
     if (big != REMAT_OK && (prune == 0 || n < 3)) return big;
-    if (big == REMAT_OK && prune < 2) {
-        REMAT__FORWARD(fill_rows(x, o, err));
-        if (cells) *cells = x->cells;
-        return REMAT_OK;
-    }
+    int guess = big == REMAT_OK && prune != 3, ok = 0, tries = 0;
+    if (big == REMAT_OK && (prune == 0 || n < 3 || (prune == 1 && whole < OPT_NARROW_CELLS)))
+        ok = -1; /* whole */
     opt_view *full = NULL;
-    float *U = NULL;
-    remat_status st = remat__alloc_table((void **)&full, n * n, sizeof *full, work_cap(o),
-                                         "optimal rows", err);
-    if (st == REMAT_OK) memcpy(full, x->vw, n * n * sizeof *full);
-    if (st == REMAT_OK) st = bound_rows(x, o, base, &U, err);
-    size_t kept = whole;
-    double kwork;
-    if (st == REMAT_OK && U) st = plan_rows(x, NULL, &kept, &kwork, err);
-    if ((st == REMAT_E_TOO_LARGE || st == REMAT_OK) && big != REMAT_OK &&
-        (!U || size_limit(o, exact, kept, NULL) != REMAT_OK))
-        st = remat__fail(err, REMAT_E_TOO_LARGE,
-                         "optimal: the table would need %llu bytes, more than the work limit of "
-                         "%llu bytes, and %llu even narrowed by the bounds; use fewer slots "
-                         "(--slots) or a larger work limit",
-                         (unsigned long long)whole * sizeof(float),
-                         (unsigned long long)work_cap(o),
-                         (unsigned long long)kept * sizeof(float));
-    if (st == REMAT_OK) st = fill_rows(x, o, err);
-    for (uint64_t r = base; U && st == REMAT_OK && r <= x->budget; r++)
-        if (!(table_at(x, 1, n, r) <= U[r - base])) { /* a bound missed: not expected */
-            memcpy(x->vw, full, n * n * sizeof *full);
-            st = big == REMAT_OK ? fill_rows(x, o, err) : big;
-            break;
-        }
+    float *u = NULL;
+    remat_status st = REMAT_OK;
+    if (ok == 0) {
+        st = remat__alloc_table((void **)&full, n * n, sizeof *full, work_cap(o), "optimal rows",
+                                err);
+        if (st == REMAT_OK) memcpy(full, x->vw, n * n * sizeof *full);
+        u = remat__calloc(roots, sizeof *u);
+        if (st == REMAT_OK && !u) st = remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+        if (st == REMAT_OK && !guess) st = upper_bounds(x, o, base, u, &ok, err);
+        if (guess) ok = 1;
+    }
+    /* Up to two narrowings. A guess keeps the lower table for the second; the
+     * upper bounds free it before the fill, where memory is short. */
+    opt_ctx y;
+    memset(&y, 0, sizeof y);
+    if (st == REMAT_OK && ok == 1) st = lower_table(x, o, base, guess, &y, &ok, err);
+    if (st == REMAT_OK && ok == 1 && guess) guess_bounds(x, &y, base, u, &ok);
+    while (st == REMAT_OK && ok == 1 && tries++ < 2) {
+        if (!y.tab) st = lower_table(x, o, base, 0, &y, &ok, err);
+        if (st == REMAT_OK && ok) st = narrow_rows(x, &y, o, base, u, &ok, err);
+        if (!guess) ctx_free(&y);
+        if (st != REMAT_OK || !ok) break;
+        size_t kept;
+        double kwork;
+        st = plan_rows(x, NULL, &kept, &kwork, err);
+        if (st == REMAT_OK && big != REMAT_OK && size_limit(o, exact, kept, NULL) != REMAT_OK)
+            st = remat__fail(err, REMAT_E_TOO_LARGE,
+                             "optimal: the table would need %llu bytes, more than the work limit "
+                             "of %llu bytes, and %llu even narrowed by the bounds; use fewer "
+                             "slots (--slots) or a larger work limit",
+                             (unsigned long long)whole * sizeof(float),
+                             (unsigned long long)work_cap(o),
+                             (unsigned long long)kept * sizeof(float));
+        if (st == REMAT_OK) st = fill_rows(x, o, err);
+        if (st == REMAT_OK && roots_within(x, base, u)) ok = 2; /* done */
+        else if (st == REMAT_OK) memcpy(x->vw, full, n * n * sizeof *full);
+    }
+    ctx_free(&y);
+    if (st == REMAT_OK && ok != 2) { /* the whole table */
+        if (big != REMAT_OK)
+            st = remat__fail(err, REMAT_E_TOO_LARGE,
+                             "optimal: the table would need %llu bytes, more than the work limit "
+                             "of %llu bytes, and the bounds did not narrow it; use fewer slots "
+                             "(--slots) or a larger work limit",
+                             (unsigned long long)whole * sizeof(float),
+                             (unsigned long long)work_cap(o));
+        else
+            st = fill_rows(x, o, err);
+    }
     if (cells) *cells = x->cells;
-    free(U);
+    free(u);
     free(full);
     return st;
 }
