@@ -466,7 +466,7 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
  * plain solve, the whole budget for a curve). held(s, t) is the max over the sub-problems that read (s, t):
  * (s, t') for t' > t at the same budget, (s0, t) for s0 < s after Fck s0 with
  * s' = s (a[s-1] more), and (s-1, t) after Fall s-1 (abar[s-1] more). */
-static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat_error *err) {
+static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *err) {
     /* held is counted in the units of hx, at hx's budget, and divided by hk */
     const opt_ctx *hx = x->held_in ? x->held_in : x;
     uint64_t hk = x->held_in ? OPT_BOUND_K : 1, hbud = hx->budget;
@@ -490,7 +490,7 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat
             opt_view *v = &x->vw[id];
             v->lo = t == s ? max2(x->lo[id], need_fall(x, s, s))
                            : max2(x->lo[id], hbud > h ? (hbud - h) / hk : 0);
-            v->hi = t > s && !full && x->g[id] < top ? x->g[id] : top;
+            v->hi = t > s && x->g[id] < top ? x->g[id] : top;
             if (x->held_in && t > s) { /* what the fine row maps to, and up to g */
                 const opt_view *f = &hx->vw[id];
                 uint64_t fh = f->hi > f->lo ? (f->hi - 1 + hk - 1) / hk + 1 : 0;
@@ -498,6 +498,7 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat
             }
             if (t == s || v->hi < v->lo) v->hi = v->lo;
             v->tail = tmin_f(x, s, t);
+            v->cut = 0;
             hp[t] = h;
             if (h > ha[t]) ha[t] = h;
         }
@@ -511,10 +512,9 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, int full, remat
  * machine (docs/optimal.md), and what a second core adds. */
 #define OPT_SEC_PER_WORK 2.5e-10
 
-/* g(s, t) and the budgets each row covers (query_ranges; `full`: up to the
- * top budget, past g, as the bound tables need). */
+/* g(s, t) and the budgets each row covers (query_ranges). */
 static remat_status layout_rows(opt_ctx *x, const remat_solve_options *o, uint64_t root_span,
-                                int full, remat_error *err) {
+                                remat_error *err) {
     size_t n = x->n, nn = n * n;
     uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
@@ -528,7 +528,7 @@ static remat_status layout_rows(opt_ctx *x, const remat_solve_options *o, uint64
         for (size_t t = s + 1; t <= n; t++)
             x->g[IDX(x, s, t)] = max2(need_fall(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
     }
-    return query_ranges(x, root_span, full, err);
+    return query_ranges(x, root_span, err);
 }
 
 /* Row offsets from the views' ranges, the cells and the work they take
@@ -575,12 +575,17 @@ static remat_status time_limit(const remat_solve_options *o, double work, remat_
                              "use fewer slots (--slots)", err);
 }
 
+static void free_table(opt_ctx *x) {
+    free(x->tab);
+    x->tab = NULL;
+    x->cells = 0;
+}
+
 /* Allocates the rows the views describe and fills them. */
 static remat_status fill_rows(opt_ctx *x, const remat_solve_options *o, remat_error *err) {
     size_t n = x->n, nb = block_count(x), total = 0;
     double work = 0;
-    free(x->tab);
-    x->tab = NULL;
+    free_table(x);
     uint64_t *block_work = remat__calloc(nb ? nb : 1, sizeof *block_work);
     REMAT__RETURN_IF(!block_work, err, REMAT_E_NOMEM, "optimal: out of memory");
     remat_status st = plan_rows(x, block_work, &total, &work, err);
@@ -608,7 +613,7 @@ static remat_status build_table(opt_ctx *x, const remat_solve_options *o, int ex
                                 uint64_t root_span, remat_error *err) {
     size_t cells;
     double work;
-    REMAT__FORWARD(layout_rows(x, o, root_span, 0, err));
+    REMAT__FORWARD(layout_rows(x, o, root_span, err));
     REMAT__FORWARD(plan_rows(x, NULL, &cells, &work, err));
     REMAT__FORWARD(size_limit(o, exact, cells, err));
     REMAT__FORWARD(time_limit(o, work, err));
@@ -1144,7 +1149,7 @@ static remat_status upper_bounds(const opt_ctx *x, const remat_solve_options *o,
     opt_ctx z;
     remat_status st = ctx_scaled(&z, x, 1, top / K, o, err);
     *ok = st == REMAT_OK && z.lo[IDX(&z, 1, n)] <= base / K;
-    if (*ok) st = layout_rows(&z, o, top / K - base / K, 0, err);
+    if (*ok) st = layout_rows(&z, o, top / K - base / K, err);
     if (*ok && st == REMAT_OK) st = fill_rows(&z, o, err);
     for (uint64_t r = base; *ok && st == REMAT_OK && r <= top; r++)
         u[r - base] = table_at(&z, 1, n, r / K);
@@ -1160,7 +1165,7 @@ static remat_status lower_table(const opt_ctx *x, const remat_solve_options *o, 
     REMAT__FORWARD(ctx_scaled(y, x, 0, (top + K - 1) / K, o, err));
     *ok = !need_root || lower_informative(y, y->budget);
     if (!*ok) return REMAT_OK;
-    REMAT__FORWARD(layout_rows(y, o, top - base, 0, err));
+    REMAT__FORWARD(layout_rows(y, o, top - base, err));
     return fill_rows(y, o, err);
 }
 
@@ -1228,7 +1233,7 @@ static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_
     int exact = slots_of(o) == 0;
     size_t n = x->n, whole, roots = (size_t)(x->budget - base + 1);
     double work;
-    REMAT__FORWARD(layout_rows(x, o, x->budget - base, 0, err));
+    REMAT__FORWARD(layout_rows(x, o, x->budget - base, err));
     REMAT__FORWARD(plan_rows(x, NULL, &whole, &work, err));
     REMAT__FORWARD(time_limit(o, work, err));
     remat_status big = size_limit(o, exact, whole, err);
@@ -1236,15 +1241,11 @@ static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_
     int guess = big == REMAT_OK && prune != 3, ok = 0, tries = 0;
     if (big == REMAT_OK && (prune == 0 || n < 3 || (prune == 1 && whole < OPT_NARROW_CELLS)))
         ok = -1; /* whole */
-    opt_view *full = NULL;
     float *u = NULL;
     remat_status st = REMAT_OK;
     if (ok == 0) {
-        st = remat__alloc_table((void **)&full, n * n, sizeof *full, work_cap(o), "optimal rows",
-                                err);
-        if (st == REMAT_OK) memcpy(full, x->vw, n * n * sizeof *full);
         u = remat__calloc(roots, sizeof *u);
-        if (st == REMAT_OK && !u) st = remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+        if (!u) st = remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
         if (st == REMAT_OK && !guess) st = upper_bounds(x, o, base, u, &ok, err);
         if (guess) ok = 1;
     }
@@ -1255,9 +1256,10 @@ static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_
     if (st == REMAT_OK && ok == 1) st = lower_table(x, o, base, guess, &y, &ok, err);
     if (st == REMAT_OK && ok == 1 && guess) guess_bounds(x, &y, base, u, &ok);
     while (st == REMAT_OK && ok == 1 && tries++ < 2) {
+        free_table(x); /* a first narrowing's, read by roots_within */
         if (!y.tab) st = lower_table(x, o, base, 0, &y, &ok, err);
         if (st == REMAT_OK && ok) st = narrow_rows(x, &y, o, base, u, &ok, err);
-        if (!guess) ctx_free(&y);
+        if (!guess || tries == 2) ctx_free(&y);
         if (st != REMAT_OK || !ok) break;
         size_t kept;
         double kwork;
@@ -1272,10 +1274,12 @@ static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_
                              (unsigned long long)kept * sizeof(float));
         if (st == REMAT_OK) st = fill_rows(x, o, err);
         if (st == REMAT_OK && roots_within(x, base, u)) ok = 2; /* done */
-        else if (st == REMAT_OK) memcpy(x->vw, full, n * n * sizeof *full);
+        else if (st == REMAT_OK) st = query_ranges(x, x->budget - base, err); /* whole again */
     }
     ctx_free(&y);
-    if (st == REMAT_OK && ok != 2) { /* the whole table */
+    if (st == REMAT_OK && ok != 2) { /* the whole table; lo is no longer read */
+        free(x->lo);
+        x->lo = x->lot = NULL;
         if (big != REMAT_OK)
             st = remat__fail(err, REMAT_E_TOO_LARGE,
                              "optimal: the table would need %llu bytes, more than the work limit "
@@ -1288,7 +1292,6 @@ static remat_status solve_rows(opt_ctx *x, const remat_solve_options *o, uint64_
     }
     if (cells) *cells = x->cells;
     free(u);
-    free(full);
     return st;
 }
 
