@@ -1163,7 +1163,7 @@ static remat_status lower_table(const opt_ctx *x, const remat_solve_options *o, 
                                 int need_root, opt_ctx *y, int *ok, remat_error *err) {
     const uint64_t K = OPT_BOUND_K, top = x->budget;
     REMAT__FORWARD(ctx_scaled(y, x, 0, (top + K - 1) / K, o, err));
-    *ok = !need_root || lower_informative(y, y->budget);
+    *ok = !need_root || lower_informative(y, (base + K - 1) / K);
     if (!*ok) return REMAT_OK;
     REMAT__FORWARD(layout_rows(y, o, top - base, err));
     return fill_rows(y, o, err);
@@ -1201,7 +1201,7 @@ static remat_status narrow_rows(opt_ctx *x, const opt_ctx *y, const remat_solve_
 static void guess_bounds(const opt_ctx *x, const opt_ctx *y, uint64_t base, float *u, int *ok) {
     const uint64_t K = OPT_BOUND_K;
     float tm = tmin_f(y, 1, y->n);
-    *ok = table_at(y, 1, y->n, (x->budget + K - 1) / K) - tm >= tm / OPT_NARROW_SHARE;
+    *ok = table_at(y, 1, y->n, (base + K - 1) / K) - tm >= tm / OPT_NARROW_SHARE;
     for (uint64_t r = base; *ok && r <= x->budget; r++) {
         float lb = table_at(y, 1, y->n, (r + K - 1) / K);
         u[r - base] = lb + lb * 0x1p-5f;
@@ -1209,14 +1209,20 @@ static void guess_bounds(const opt_ctx *x, const opt_ctx *y, uint64_t base, floa
 }
 
 /* Did every root come within its upper bound? Else u takes the narrowed
- * table's root values, which are real schedules' times and so upper bounds. */
+ * table's root values, which are real schedules' times and so upper bounds,
+ * as is any smaller root's (a schedule fits any larger budget). */
 static int roots_within(const opt_ctx *x, uint64_t base, float *u) {
     int within = 1;
     for (uint64_t r = base; r <= x->budget; r++) {
         float v = table_at(x, 1, x->n, r);
         if (!(v <= u[r - base])) within = 0;
     }
-    for (uint64_t r = base; !within && r <= x->budget; r++) u[r - base] = table_at(x, 1, x->n, r);
+    float least = INFINITY;
+    for (uint64_t r = base; !within && r <= x->budget; r++) {
+        float v = table_at(x, 1, x->n, r);
+        if (v < least) least = v;
+        u[r - base] = least;
+    }
     return within;
 }
 
