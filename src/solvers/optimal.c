@@ -6,7 +6,8 @@
  * The table stores, for each pair (s, t), only the budgets between the
  * sub-chain's smallest need lo(s,t) and its store-all need g(s,t): below lo
  * it is infinite, from g on it is the plain forward+backward time. A solve
- * keeps only the budgets at which some path from C(1, n, M) reads the row.
+ * keeps only the budgets at which some path from C(1, n, M) reads the row,
+ * and a large one only those that can lie on a best schedule (the bounds).
  * Rows are float, filled by blocks of columns on pipelined workers; the
  * schedule is rebuilt from the table and its time and peak recomputed
  * exactly. */
@@ -925,22 +926,21 @@ static remat_status pick_budget(const opt_ctx *x, uint64_t base, uint64_t mem, u
 }
 
 
-/* ---- pruning by bounds (docs/optimal.md) ----
+/* ---- narrowing by bounds (docs/optimal.md) ----
  *
- * Few cells of a solve's table lie on a schedule near the best one. Two
- * tables OPT_BOUND_K times coarser bound the best time. In the upper one
- * every size is rounded up and the budget down, so its schedules fit the
- * fine table: U(R) >= C(1, n, R) for each root budget R. In the lower one
- * sizes are rounded down and budgets up: Clo(s, t, ceil(m/K)) <= C(s, t, m).
- * A pass down the lower table gives O(s, t, M): a lower bound on the time
- * of everything outside (s, t) on any path from a root to it, less that
- * root's Clo. A fine cell with Clo + O above the largest U - Clo(root) lies
- * on no schedule within U, so only each row's budgets from the first kept
- * one to the last are stored; reads below them are infinite, above them the
- * row's last value (a real schedule, and rows still fall). Every cell of a
- * best schedule is kept, so the values along it and the schedule are those
- * of the whole table; the roots are checked against U, and on any miss the
- * whole table is filled instead. */
+ * Few cells of a solve's table lie on a schedule near the best one. A table
+ * OPT_BOUND_K times coarser, with sizes rounded down and budgets up, bounds
+ * C from below: Clo(s, t, ceil(m/K)) <= C(s, t, m). Each root budget R gets
+ * an upper bound U(R) >= C(1, n, R): guessed from Clo, or from an upper
+ * table (sizes up, budget down: its schedules fit the fine table). A pass
+ * down the lower table gives O(s, t, M): a lower bound on the time of
+ * everything outside (s, t) on any path from a root to it, less that root's
+ * U. A fine cell with Clo + O above 0 lies on no schedule within U, so each
+ * row stores only its budgets from the first kept one to the last; reads
+ * below them are infinite, above them the row's last value (a real
+ * schedule, and rows still fall). Where U holds, every cell of a best
+ * schedule is kept, so the values along it and the schedule are those of
+ * the whole table; the root values tell whether it held. */
 
 /* y: x's sizes in units K times larger, rounded up (up) or down, at `budget`. */
 static remat_status ctx_scaled(opt_ctx *y, const opt_ctx *x, int up, uint64_t budget,
