@@ -385,9 +385,11 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
     uint64_t run = run_first(x, s);
     for (size_t sp = s + 1; sp <= t; sp++) {
         run = run_next(x, s, sp, run);
+        uint64_t need = need_fck(x, t, run);
+        if (need >= hi) break; /* the need only rises with s' */
         A = x->vwt[IDX(x, t, sp)];
         opt_view B = x->vw[IDX(x, s, sp - 1)];
-        m0 = max3(max2(lo, need_fck(x, t, run)), A.lo + x->a[sp - 1], B.lo);
+        m0 = max3(max2(lo, need), A.lo + x->a[sp - 1], B.lo);
         if (m0 >= hi) continue;
         float c = (float)(x->pf[sp - 1] - x->pf[s - 1]);
         /* Rows and candidates fall with m, so this candidate is never below its
