@@ -31,12 +31,7 @@ static remat_status solve(const remat_chain *c, uint64_t mem, int64_t slots, dou
     if (st != REMAT_OK) return st;
     if (!test_schedule_ok(c, s, mem)) st = REMAT_E_INTERNAL;
     *time = s->time;
-    for (size_t k = 0; ops && k < s->n_ops; k++) {
-        char t[REMAT_OP_TEXT_MAX];
-        remat_op_format(s->ops[k], t);
-        size_t l = strlen(ops);
-        snprintf(ops + l, cap - l, "%s%s", k ? "," : "", t);
-    }
+    if (ops) test_ops_text(s, ",", ops, cap);
     remat_schedule_free(s);
     return st;
 }
@@ -707,17 +702,6 @@ static void t_plain_recurrence(void) {
 }
 
 
-/* The op text of s joined by ','. */
-static void ops_text(const remat_schedule *s, char *ops, size_t cap) {
-    ops[0] = '\0';
-    for (size_t k = 0; k < s->n_ops; k++) {
-        char t[REMAT_OP_TEXT_MAX];
-        remat_op_format(s->ops[k], t);
-        size_t l = strlen(ops);
-        snprintf(ops + l, cap - l, "%s%s", k ? "," : "", t);
-    }
-}
-
 /* The table narrowed by the bounds, from both bound tables (prune 3) or the
  * lower one with a guessed upper bound (prune 2), gives the very schedule
  * of the whole table (every cell of a best schedule is kept), and narrows
@@ -747,12 +731,12 @@ static void t_bounds_same_schedule(void) {
         size_t c0 = 0;
         remat_error e;
         ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, &c0, &s0, &e), REMAT_OK);
-        ops_text(s0, a, sizeof a);
+        test_ops_text(s0, ",", a, sizeof a);
         for (int mode = 2; mode <= 3; mode++) {
             remat_schedule *s1 = NULL;
             size_t c1 = 0;
             ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, &c1, &s1, &e), REMAT_OK);
-            ops_text(s1, b, sizeof b);
+            test_ops_text(s1, ",", b, sizeof b);
             ASSERT_TRUE(strcmp(a, b) == 0);
             ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
             ASSERT_TRUE(test_schedule_ok(c, s1, o.memory));

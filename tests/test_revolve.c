@@ -38,14 +38,7 @@ static remat_chain *flat_chain(size_t n, uint64_t in, uint64_t out, uint64_t sav
 
 /* Ops as text, joined by ", ". */
 static void ops_text(const remat_schedule *s, char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (size_t k = 0; k < s->n_ops; k++) {
-        char t[REMAT_OP_TEXT_MAX];
-        remat_op_format(s->ops[k], t);
-        len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s%s", k ? ", " : "", t);
-        if (len >= cap) return;
-    }
+    test_ops_text(s, ", ", buf, cap);
 }
 
 static uint64_t sim_peak(const remat_chain *c, const remat_schedule *s) {

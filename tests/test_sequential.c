@@ -16,13 +16,7 @@ static remat_status solve_k(const remat_chain *c, uint64_t m, uint32_t k, remat_
 }
 
 static void ops_text(const remat_schedule *s, char *out, size_t cap) {
-    out[0] = '\0';
-    for (size_t k = 0; k < s->n_ops; k++) {
-        char op[REMAT_OP_TEXT_MAX];
-        remat_op_format(s->ops[k], op);
-        size_t len = strlen(out);
-        snprintf(out + len, cap - len, "%s%s", k ? ", " : "", op);
-    }
+    test_ops_text(s, ", ", out, cap);
 }
 
 /* n stages, every a = 2, abar = 5, f = 1, b = 2, input 2. */

@@ -73,6 +73,16 @@ remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec) {
     return c;
 }
 
+void test_ops_text(const remat_schedule *s, const char *sep, char *out, size_t cap) {
+    size_t len = 0;
+    if (cap) out[0] = '\0';
+    for (size_t k = 0; k < s->n_ops && len < cap; k++) {
+        char t[REMAT_OP_TEXT_MAX];
+        remat_op_format(s->ops[k], t);
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", k ? sep : "", t);
+    }
+}
+
 int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t limit) {
     remat_sim_result *r = NULL;
     remat_error e;
