@@ -35,8 +35,9 @@ typedef struct opt_ctx {
     size_t n;
     uint64_t *a, *ab, *d, *of, *ob; /* [n+1], index = stage or value */
     uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
-    const struct opt_ctx *held_in; /* the query ranges' held sizes and budget: the fine
-                                    * table's for a bound table (NULL: this one's) */
+    const struct opt_ctx *held_in; /* a lower bound table's fine table, whose needs its
+                                    * choices check and whose held sizes and budget its
+                                    * query ranges use (NULL: not a bound table) */
     uint64_t unit;                  /* bytes per unit: 1, or the slot (a power of two) */
     uint64_t budget;                /* inside budget at the top (units) */
     /* Pairs s <= t use one triangle of an n x n array and the transposed
@@ -89,6 +90,11 @@ static uint64_t unit_floor(uint64_t slots, uint64_t u) {
 }
 static uint64_t unit_top(uint64_t slots, uint64_t u) { return unit_step(slots, u) - 1; }
 
+/* fnp[j] = a[j-1] + a[j] + of[j] from the sizes in units. */
+static void fnp_of_sizes(opt_ctx *x) {
+    for (size_t j = 1; j <= x->n; j++) x->fnp[j] = sat(x->a[j - 1] + x->a[j] + x->of[j]);
+}
+
 /* Converts sizes into units: bytes when slots == 0, else ceil(bytes / u)
  * with u = unit_of(slots, mem); the budget is floor((mem - a[0]) / u). */
 static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
@@ -102,7 +108,7 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
         for (int k = 0; k < 5; k++) v[k] = sat(v[k] / u + (v[k] % u != 0));
         x->a[i] = v[0]; x->ab[i] = v[1]; x->d[i] = v[2]; x->of[i] = v[3]; x->ob[i] = v[4];
     }
-    for (size_t j = 1; j <= x->n; j++) x->fnp[j] = sat(x->a[j - 1] + x->a[j] + x->of[j]);
+    fnp_of_sizes(x);
     uint64_t in = remat_chain_a_bytes(c, 0);
     x->budget = mem < in ? 0 : (mem - in) / u;
 }
@@ -248,8 +254,8 @@ static float view_at(const opt_view *v, uint64_t k) {
  * and the candidate fall with i; float sums are monotone), so the block is
  * skipped, leaving i at its last vector (the loop adds the vector width W). */
 #define OPT_SKIP 32
-#define OPT_SKIPS(A, B, W, SKIP)                                                               \
-    (SKIP && (A || B) && i % OPT_SKIP == 0 && len - i >= OPT_SKIP &&                                 \
+#define OPT_SKIPS(A, B, W, SKIP)                                                           \
+    (SKIP && (A || B) && i % OPT_SKIP == 0 && len - i >= OPT_SKIP &&                       \
      o[i] <= (c + (A ? a[i + OPT_SKIP - 1] : ca)) + (B ? b[i + OPT_SKIP - 1] : cb) &&        \
      (i += OPT_SKIP - W, 1))
 
@@ -257,7 +263,7 @@ static float view_at(const opt_view *v, uint64_t k) {
     (defined(__x86_64__) || (defined(__i386__) && defined(__SSE2__)))
 #include <immintrin.h>
 #define OPT_X86 1
-#define OPT_KERNEL(name, A, B, SKIP)                                                             \
+#define OPT_KERNEL(name, A, B, SKIP)                                                       \
     static size_t name(float *o, const float *a, const float *b, float ca, float cb, float c, \
                        size_t len, float stop) {                                           \
         __m128 vc = _mm_set1_ps(c), vca = _mm_set1_ps(ca), vcb = _mm_set1_ps(cb);         \
@@ -291,7 +297,7 @@ static float view_at(const opt_view *v, uint64_t k) {
         }                                                                                  \
     }
 #else
-#define OPT_KERNEL(name, A, B, SKIP)                                                             \
+#define OPT_KERNEL(name, A, B, SKIP)                                                       \
     static size_t name(float *o, const float *a, const float *b, float ca, float cb, float c, \
                        size_t len, float stop) {                                           \
         size_t i = 0;                                                                      \
@@ -462,6 +468,13 @@ static remat_status fill_table(const opt_ctx *x, const remat_solve_options *o, s
     return REMAT_OK;
 }
 
+/* One past the largest budget at which rows (s, .) are read: every path to
+ * them holds their input a[s-1] outside (s >= 2). */
+static uint64_t row_top(const opt_ctx *x, size_t s) {
+    if (s < 2) return x->budget + 1;
+    return x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
+}
+
 /* The budgets at which row (s, t) is read: from the top budget less the
  * most that any path from the root holds outside (s, t), up to the top
  * budget less its input a[s-1] (rows s >= 2), within [lo, g). held(1, n) =
@@ -483,8 +496,7 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *er
     /* ha[t]: max held(s0, t) over s0 < s; hp[t]: held(s-1, t) */
     const uint64_t *sa = hx->a, *sab = hx->ab;
     for (size_t s = 1; s <= n; s++) {
-        uint64_t hb = s == 1 ? root_span : 0, top = x->budget + 1;
-        if (s >= 2) top = x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
+        uint64_t hb = s == 1 ? root_span : 0, top = row_top(x, s);
         for (size_t t = n; t >= s; t--) {
             uint64_t h = hb;
             if (s >= 2) h = max3(h, sat(ha[t] + sa[s - 1]), sat(hp[t] + sab[s - 1]));
@@ -496,7 +508,7 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *er
             v->hi = t > s && x->g[id] < top ? x->g[id] : top;
             if (x->held_in && t > s) { /* what the fine row maps to, and up to g */
                 const opt_view *f = &hx->vw[id];
-                uint64_t fh = f->hi > f->lo ? (f->hi - 1 + hk - 1) / hk + 1 : 0;
+                uint64_t fh = f->hi > f->lo ? ceil_div(f->hi - 1, hk) + 1 : 0;
                 v->hi = min2(top, max2(fh, x->g[id]));
             }
             if (t == s || v->hi < v->lo) v->hi = v->lo;
@@ -515,11 +527,15 @@ static remat_status query_ranges(opt_ctx *x, uint64_t root_span, remat_error *er
  * machine (docs/optimal.md), and what a second core adds. */
 #define OPT_SEC_PER_WORK 2.5e-10
 
+static uint64_t work_cap(const remat_solve_options *o) {
+    return o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+}
+
 /* g(s, t) and the budgets each row covers (query_ranges). */
 static remat_status layout_rows(opt_ctx *x, const remat_solve_options *o, uint64_t root_span,
                                 remat_error *err) {
     size_t n = x->n, nn = n * n;
-    uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    uint64_t cap = work_cap(o);
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, nn, sizeof(opt_view), cap, "optimal rows",
                                       err));
     x->vwt = x->vw;
@@ -554,10 +570,6 @@ static remat_status plan_rows(opt_ctx *x, uint64_t *block_work, size_t *cells, d
     *cells = total;
     *work_out = work;
     return REMAT_OK;
-}
-
-static uint64_t work_cap(const remat_solve_options *o) {
-    return o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
 }
 
 static remat_status size_limit(const remat_solve_options *o, int exact, size_t cells,
@@ -956,7 +968,7 @@ static remat_status ctx_scaled(opt_ctx *y, const opt_ctx *x, int up, uint64_t bu
     for (int k = 0; k < 5; k++)
         for (size_t i = 0; i <= x->n; i++) to[k][i] = from[k][i] / K + (up && from[k][i] % K);
     if (!up) y->held_in = x; /* rows cover what the fine rows map to */
-    for (size_t j = 1; j <= x->n; j++) y->fnp[j] = sat(y->a[j - 1] + y->a[j] + y->of[j]);
+    fnp_of_sizes(y);
     y->budget = budget;
     return ctx_bounds(y, err);
 }
@@ -997,11 +1009,11 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
                         float *O, float *ot, float *omin) {
     const uint64_t K = OPT_BOUND_K;
     opt_view P = view_of(y, s, t);
-    float *po = orow(y, O, s, t);
+    float *po = orow(y, O, s, t), cf = (float)(y->pfb[s] - y->pfb[s - 1]);
     /* past the row (C is the plain time there) a best schedule only Falls */
     if (ot[IDX(y, s, t)] + tmin_f(y, s, t) > thr) ot[IDX(y, s, t)] = INFINITY;
     if (s + 1 < t) {
-        float v = ot[IDX(y, s, t)] + (float)(y->pfb[s] - y->pfb[s - 1]);
+        float v = ot[IDX(y, s, t)] + cf;
         if (v < ot[IDX(y, s + 1, t)]) ot[IDX(y, s + 1, t)] = v;
     }
     uint64_t a0 = P.hi, a1 = P.lo;
@@ -1022,7 +1034,7 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
     omin -= a0 - P.lo; /* omin[m - P.lo] for m in [a0, a1) */
     if (s + 1 < t) { /* Fall s */
         opt_view A = view_of(y, s + 1, t);
-        float *ao = orow(y, O, s + 1, t), cf = (float)(y->pfb[s] - y->pfb[s - 1]);
+        float *ao = orow(y, O, s + 1, t);
         uint64_t m0 = max2(a0, need_fall(y, s, t));
         float *at = &ot[IDX(y, s + 1, t)];
         push(y, ao, A.lo, A.hi, at, y->ab[s], po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
@@ -1040,7 +1052,8 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
         if (sp < t) {
             float *ao = orow(y, O, sp, t), *at = &ot[IDX(y, sp, t)];
             push(y, ao, A.lo, A.hi, at, w, po, omin, P.lo, m0, a1, c, &B, 0);
-            if (x->a[sp - 1] % K) push(y, ao, A.lo, A.hi, at, w + 1, po, omin, P.lo, m0, a1, c, &B, 0);
+            if (x->a[sp - 1] % K)
+                push(y, ao, A.lo, A.hi, at, w + 1, po, omin, P.lo, m0, a1, c, &B, 0);
         }
         if (sp - 1 > s)
             push(y, orow(y, O, s, sp - 1), B.lo, B.hi, &ot[IDX(y, s, sp - 1)], 0, po, omin,
@@ -1065,7 +1078,7 @@ static remat_status outside_pass(const opt_ctx *y, const opt_ctx *x,
     opt_view R = view_of(y, 1, n);
     float *ro = orow(y, O, 1, n);
     for (uint64_t r = base; r <= x->budget; r++) {
-        uint64_t M = (r + K - 1) / K;
+        uint64_t M = ceil_div(r, K);
         float *at = M < R.lo ? NULL : M < R.hi ? &ro[M - R.lo] : &ot[IDX(y, 1, n)];
         if (at && -u[r - base] < *at) *at = -u[r - base];
     }
@@ -1106,12 +1119,11 @@ static void keep_rows(opt_ctx *x, const opt_ctx *y, float *O, const float *ot, f
             opt_view Y = view_of(y, s, t);
             const float *yo = orow(y, O, s, t);
             float otail = ot[IDX(y, s, t)];
-            uint64_t top = x->budget + 1, first = UINT64_MAX, last = 0;
-            if (s >= 2) top = x->budget >= x->a[s - 1] ? x->budget - x->a[s - 1] + 1 : 0;
+            uint64_t top = row_top(x, s), first = UINT64_MAX, last = 0;
             int tail = 0; /* a budget past the row, where C is the plain time, kept */
-            for (uint64_t M = (v->hi + K - 1) / K; v->hi < top && M <= (top - 1 + K - 1) / K; M++)
+            for (uint64_t M = ceil_div(v->hi, K); v->hi < top && M <= ceil_div(top - 1, K); M++)
                 if ((tail = kept_at(&Y, yo, otail, M, thr))) break;
-            for (uint64_t M = (v->lo + K - 1) / K; v->lo < v->hi && M <= (v->hi - 1 + K - 1) / K;
+            for (uint64_t M = ceil_div(v->lo, K); v->lo < v->hi && M <= ceil_div(v->hi - 1, K);
                  M++) {
                 if (!kept_at(&Y, yo, otail, M, thr)) continue;
                 uint64_t m0 = M ? max2(v->lo, K * (M - 1) + 1) : v->lo;
@@ -1165,8 +1177,8 @@ static remat_status upper_bounds(const opt_ctx *x, const remat_solve_options *o,
 static remat_status lower_table(const opt_ctx *x, const remat_solve_options *o, uint64_t base,
                                 int need_root, opt_ctx *y, int *ok, remat_error *err) {
     const uint64_t K = OPT_BOUND_K, top = x->budget;
-    REMAT__FORWARD(ctx_scaled(y, x, 0, (top + K - 1) / K, o, err));
-    *ok = !need_root || lower_informative(y, (base + K - 1) / K);
+    REMAT__FORWARD(ctx_scaled(y, x, 0, ceil_div(top, K), o, err));
+    *ok = !need_root || lower_informative(y, ceil_div(base, K));
     if (!*ok) return REMAT_OK;
     REMAT__FORWARD(layout_rows(y, o, top - base, err));
     return fill_rows(y, o, err);
@@ -1204,9 +1216,9 @@ static remat_status narrow_rows(opt_ctx *x, const opt_ctx *y, const remat_solve_
 static void guess_bounds(const opt_ctx *x, const opt_ctx *y, uint64_t base, float *u, int *ok) {
     const uint64_t K = OPT_BOUND_K;
     float tm = tmin_f(y, 1, y->n);
-    *ok = table_at(y, 1, y->n, (base + K - 1) / K) - tm >= tm / OPT_NARROW_SHARE;
+    *ok = table_at(y, 1, y->n, ceil_div(base, K)) - tm >= tm / OPT_NARROW_SHARE;
     for (uint64_t r = base; *ok && r <= x->budget; r++) {
-        float lb = table_at(y, 1, y->n, (r + K - 1) / K);
+        float lb = table_at(y, 1, y->n, ceil_div(r, K));
         u[r - base] = lb + lb * 0x1p-5f;
     }
 }
