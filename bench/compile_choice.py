@@ -31,7 +31,7 @@ def main(argv=None):
     import torch
     import torch_peers as tp
     import remat.torch as rt
-    import remat.torch._wrap as W
+    import remat.torch._prepare as W
     tp.keep_freed_memory()
     warnings.simplefilter("ignore")
     for name in a.models.split(","):

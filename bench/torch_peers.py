@@ -503,7 +503,7 @@ class ProfilePass:
     def run(self):
         from remat.torch._progress import Progress
         stages = self.program.profile(self.w, self.task.args, self.task.kwargs, self.repeat,
-                                      Progress("profiling", False))[0]
+                                      Progress("profiling", False)).stages
         self.times.append([(st["fwd_time"], st["bwd_time"]) for st in stages])
 
     def predict(self):
@@ -535,7 +535,7 @@ def matched_limits(peers, low, plain, n, tol):
 def compile_stages(w):
     """Compiles the stages of the RematModule's program in place, from the
     profile already cached. Graph path: what checkpoint(compile=True) does
-    (GraphRun.compile_stages); module path (prototype, no library option):
+    (GraphProgram.compile_stages); module path (prototype, no library option):
     each block's forward, the executor's hooks staying outside the compiled
     code. Returns (compiled, total)."""
     import torch
@@ -550,16 +550,18 @@ def compile_stages(w):
 def reprofile(w, task):
     """Prototype: profiles the compiled stages and solves on that profile, as a
     compile option of remat.torch.checkpoint would; it uses remat.torch's
-    private _profiled and Entry. The first profile compiles every variant of
+    private profiled and Prepared. The first profile compiles every variant of
     every stage (with and without grad) and is thrown away."""
-    from remat.torch import _wrap
+    import dataclasses
+
+    from remat.torch._prepare import Prepared, profiled
     from remat.torch._progress import Progress
     e = w.last_entry
-    cfg = dict(w.remat_config, cache=False)
+    cfg = dataclasses.replace(w.remat_config, cache=False)
     for _ in range(2):
-        chain, held, _info = _wrap._profiled(e.program, w, task.args, task.kwargs, cfg,
-                                             Progress("profiling", False))
-    new = _wrap.Entry(e.program, chain, held, dict(e.info, cached=None))
+        chain, held, _, _ = profiled(e.program, w, task.args, task.kwargs, cfg,
+                                     Progress("profiling", False))
+    new = Prepared(e.program, chain, held, dict(e.info, cached=None))
     for key, entry in list(w._remat_entries.items()):
         if entry is e:
             w._remat_entries[key] = new

@@ -12,10 +12,11 @@ from torch import nn
 import models as M
 import remat
 import remat.torch as rt
-from remat.torch import _graph as G
-from remat.torch._graphrun import GraphRun
+from remat.torch._config import Config
+from remat.torch._graph.export import export_model
+from remat.torch._graph.program import GraphProgram
+from remat.torch._prepare import Prepared, profiled
 from remat.torch._progress import Progress
-from remat.torch._wrap import Entry, _profiled
 from torchkit import copies, limits, measured_peak, same_step, wrap, zero_grads
 
 
@@ -195,14 +196,13 @@ def test_buffers_updated_by_output_in_a_functional_graph():
     torch.manual_seed(0)
     model, args, kwargs = M.resnet50(image=32)
     ref = copy.deepcopy(model)
-    ep = G.export_model(model, args, kwargs).run_decompositions({})
+    ep = export_model(model, args, kwargs).run_decompositions({})
     kinds = {s.kind.name for s in ep.graph_signature.output_specs}
     assert "BUFFER_MUTATION" in kinds
-    prog = GraphRun(ep, model, pytree.tree_leaves((args, kwargs)), 64)
-    cfg = {"repeat": 1, "cache": False, "progress": False}
-    chain, held, info = _profiled(prog, rt.RematModule(model, cfg), args, kwargs, cfg,
-                                  Progress("p", False))
-    entry = Entry(prog, chain, held, info)
+    prog = GraphProgram(ep, model, pytree.tree_leaves((args, kwargs)), 64)
+    cfg = Config(repeat=1, cache=False, progress=False)
+    chain, held, _, _ = profiled(prog, model, args, kwargs, cfg, Progress("p", False))
+    entry = Prepared(prog, chain, held, {})
     entry.solve(0.7, "optimal", None, None, Progress("s", False))
     assert any(op.startswith("Fn") for op in entry.schedule.ops)  # recomputation happens
     for m in (ref, model):
@@ -210,7 +210,7 @@ def test_buffers_updated_by_output_in_a_functional_graph():
     torch.manual_seed(1)
     ref(*args).sum().backward()
     torch.manual_seed(1)
-    prog.run(model, entry, args, kwargs).sum().backward()
+    entry.forward(model, args, kwargs).sum().backward()
     for (n, a), b in zip(ref.named_buffers(), model.buffers()):
         assert torch.allclose(a.float(), b.float(), atol=1e-5), n
     for (n, a), b in zip(ref.named_parameters(), model.parameters()):

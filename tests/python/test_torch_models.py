@@ -9,7 +9,7 @@ import torch
 import models as M
 import remat
 import remat.torch as rt
-from remat.torch._profile import dense_bytes
+from remat.torch._tensors import dense_bytes
 from torchkit import copies, limits, measured_peak, same_step, state, step, wrap
 
 MODELS = ["gpt2", "llama", "bert", "t5", "vit", "resnet50", "densenet121", "unet", "pairnet",
@@ -156,7 +156,7 @@ def test_encoder_output_held_so_the_decoder_is_cut_into_layers():
     readers = {prog.stage_of[u] for u in enc.users if u in prog.stage_of}
     assert len(readers) == 3 and min(readers) > maker + 1
     v = enc.meta["val"]
-    assert [v.numel() * v.element_size(), max(readers), maker] in prog.backward_held
+    assert (v.numel() * v.element_size(), max(readers), maker) in e.backward_held
     # the bias requires grad, so SDPA runs its math kernel in the forward,
     # and recomputations without grad are held to it (else bits differ)
     assert any(st.sdpa_math for st in prog.stages)
@@ -283,7 +283,7 @@ def test_compiled_stages():
 def test_compiled_stages_slower_than_eager_run_eager():
     """compile=True keeps a stage compiled only when its profile is faster
     than eager's."""
-    from remat.torch._wrap import faster_eager
+    from remat.torch._prepare import faster_eager
 
     def st(f, b):
         return {"fwd_time": f, "bwd_time": b}
@@ -298,8 +298,8 @@ def test_compiled_stage_choice_is_cached(tmp_path, monkeypatch):
     """The stages that run eager under compile=True are part of the cached
     profile: a second wrap reads them instead of profiling again. (Every
     stage runs eager here: no compiled stage can be faster than 0 x eager.)"""
-    import remat.torch._wrap as W
-    monkeypatch.setattr(W, "COMPILED_GAIN", 0.0)
+    import remat.torch._prepare as P
+    monkeypatch.setattr(P, "COMPILED_GAIN", 0.0)
     torch.manual_seed(0)
     model, args, kwargs = M.gpt2(layers=1, width=32, seq=16, dropout=0.0)
     ref, a = copies(model)

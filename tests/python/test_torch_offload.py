@@ -88,13 +88,14 @@ def test_slow_copies_keep_the_rules():
     ref, w, args, kwargs = _model("gpt2")
     e = _offloading(w, "pofo")
     link = e.link
-    link.delay, link.log, link.pool.poison = 0.02, [], True
+    probes = link.probes
+    probes.delay, probes.log, probes.poison = 0.02, [], True
     try:
         for _ in range(2):
             same_step(ref, w, args, kwargs)
     finally:
-        link.delay, link.pool.poison = 0.0, False
-    log, link.log = link.log, None
+        probes.delay, probes.poison = 0.0, False
+    log, probes.log = probes.log, None
     n_off = sum(1 for st in e.plan.steps if st.kind == "Off")
     assert sum(1 for _, what, _ in log if what == "d2h end") == 2 * n_off
     assert sum(1 for _, what, _ in log if what == "release") == 2 * n_off
@@ -130,11 +131,11 @@ def _per_op(w, args, kwargs):
     step(w, args, kwargs)
     zero_grads(w)
     with rt.PeakMeter() as m:
-        e.link.on_step = lambda k: m.mark()
+        e.link.probes.on_step = lambda k: m.mark()
         try:
             step(w, args, kwargs)
         finally:
-            e.link.on_step = None
+            e.link.probes.on_step = None
     n = len(e.plan.steps)
     return [(m.mark_levels[k], m.mark_levels[k] + m.segment_peaks[k]) for k in range(n)], m.peak
 

@@ -5,12 +5,12 @@
     loss = model(input_ids, labels=labels).loss
     loss.backward()                      # same gradients as plain autograd
 
-See docs/python.md.
+See docs/python.md; docs/architecture.md says which file does what.
 """
+from ._api import InputChanged, RematModule, checkpoint, profile
 from ._executor import RematRuntimeError
-from ._graph import CaptureError
 from ._memory import PeakMeter, measure_peak
-from ._wrap import InputChanged, RematModule, checkpoint, profile
+from ._program import CaptureError
 
 __all__ = ["checkpoint", "profile", "RematModule", "CaptureError", "RematRuntimeError",
            "InputChanged", "PeakMeter", "measure_peak"]

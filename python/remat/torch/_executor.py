@@ -28,13 +28,14 @@ checkpoint: results stay exact, only time and memory move off the plan.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import torch
 
 import remat
 
 from ._offload import OFFLOAD_OPS, HostLink, Link, StepCopies, make_links
+from ._tensors import AutocastState, FreeKey, RngState
 
 Ref = Tuple[str, int]
 FORWARD_OPS = ("Fn", "Fck", "Fall")
@@ -42,6 +43,16 @@ FORWARD_OPS = ("Fn", "Fck", "Fall")
 
 class RematRuntimeError(RuntimeError):
     """A call pattern remat cannot run exactly (it never returns wrong values)."""
+
+
+class StageReplay(Protocol):
+    """What a program gives each training step: the means of running stage j
+    again when the schedule recomputes it (its per-step state lives in it)."""
+
+    def recompute(self, step: "Step", j: int, a_prev: List[torch.Tensor], keep: bool
+                  ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
+        """Runs stage j again from a[j-1] = a_prev. Returns a[j] (detached) and,
+        when keep, the tensors autograd saves, in the order it saved them."""
 
 
 class _Boundary(torch.autograd.Function):
@@ -102,78 +113,18 @@ class _Abar:
         self.saved: List[Optional[torch.Tensor]] = saved
 
 
-class RngState:
-    """CPU and CUDA generator states at the start of a stage's first run."""
-
-    def __init__(self, devices: Sequence[int]) -> None:
-        self.devices = list(devices)
-        self.cpu = torch.get_rng_state()
-        self.cuda = [torch.cuda.get_rng_state(d) for d in self.devices]
-
-    @contextlib.contextmanager
-    def replay(self) -> Any:
-        with torch.random.fork_rng(devices=self.devices):
-            torch.set_rng_state(self.cpu)
-            for d, s in zip(self.devices, self.cuda):
-                torch.cuda.set_rng_state(s, d)
-            yield
-
-
-def rng_state_bytes(device: torch.device) -> int:
-    """What a RngState holds: the CPU generator's state, and the device's."""
-    n = torch.get_rng_state().nbytes
-    if device.type == "cuda":
-        n += torch.cuda.get_rng_state(device).nbytes
-    return n
-
-
-class AutocastState:
-    """The autocast settings of the step's forward, replayed by recomputations
-    that run in the backward, outside the user's autocast block."""
-
-    DEVICES = ("cpu", "cuda")
-
-    def __init__(self) -> None:
-        self.state = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
-                      for d in self.DEVICES]
-        self.cache = torch.is_autocast_cache_enabled()
-
-    def key(self) -> Tuple[Any, ...]:
-        return tuple((d, e, str(t)) for d, e, t in self.state if e)
-
-    @contextlib.contextmanager
-    def replay(self) -> Any:
-        with contextlib.ExitStack() as stack:
-            for d, enabled, dtype in self.state:
-                stack.enter_context(torch.autocast(d, dtype=dtype, enabled=enabled,
-                                                   cache_enabled=self.cache))
-            yield
-
-
-class Runner:
-    """What an executor path (graph stages, module blocks) provides."""
-
-    n_stages: int  # L: stages 1..L run by the model; stage n = L + 1 is the output
-    # Held only in the backward: [bytes, from, until], alive from B `from`'s
-    # end to B `until`'s end (chain stages; set by the profile).
-    backward_held: List[List[int]] = []
-
-    def recompute(self, step: "Step", j: int, a_prev: List[torch.Tensor], keep: bool
-                  ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
-        """Runs stage j again from a[j-1] = a_prev. Returns a[j] (detached) and,
-        when keep, the tensors autograd saves, in the order it saved them."""
-        raise NotImplementedError
-
-
 class Step:
     """The state of one training step: the values the schedule holds, the
     stages' RNG states and the main forward's saved-tensor metadata."""
 
-    def __init__(self, runner: Runner, plan: "remat.Plan", free_storages: Set[Tuple[str, int]],
-                 rng_devices: Sequence[int], link: Optional[HostLink] = None) -> None:
-        self.runner = runner
+    def __init__(self, replay: StageReplay, n_stages: int, plan: "remat.Plan",
+                 free_storages: Set[FreeKey], rng_devices: Sequence[int],
+                 link: Optional[HostLink] = None, outputs_last: bool = False) -> None:
+        self.replay = replay
         self.plan = plan
-        self.L = runner.n_stages
+        self.L = n_stages
+        # the last stage's a[L] is the model's outputs: the caller holds them
+        self.outputs_last = outputs_last
         self.n = self.L + 1
         self.free_storages = free_storages   # params, buffers, inputs, held values
         self.rng_devices = list(rng_devices)
@@ -196,7 +147,6 @@ class Step:
         self.forward_over = False
         self._fpos = 0
         self._kept_main: List[torch.Tensor] = []
-        self.ctx: Any = None
         # The offload ops' copies, when the plan has some and a host link is given.
         self.copies: Optional[StepCopies] = None
         if link is not None and any(st.kind in OFFLOAD_OPS for st in plan.steps):
@@ -283,7 +233,7 @@ class Step:
         self.main_done[j] = True
         kept = self._kept_main
         self._kept_main = []
-        if j == self.L and self.copies is not None and getattr(self.runner, "path", "") == "graph":
+        if j == self.L and self.copies is not None and self.outputs_last:
             self.copies.pin(a_j)  # the model's outputs: the caller holds them
         self._store_result(j, [t.detach() for t in a_j],
                            kept if ("abar", j) in st.creates else None)
@@ -383,7 +333,7 @@ class Step:
         a_prev = self._a(j - 1) if a_prev is None else a_prev
         ctx = self.rng[j].replay() if j in self.rng else contextlib.nullcontext()
         with ctx, self.autocast.replay():
-            a, saved = self.runner.recompute(self, j, a_prev, keep)
+            a, saved = self.replay.recompute(self, j, a_prev, keep)
         if keep:
             self._check_saved(j, saved or [])
         return a, saved
@@ -548,7 +498,7 @@ class Step:
         self.a0 = []
         self.versions = []
         self.rng = {}
-        self.runner = None  # type: ignore[assignment]
+        self.replay = None  # type: ignore[assignment]
 
 
 def _unpack(h: Any) -> torch.Tensor:

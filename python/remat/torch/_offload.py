@@ -43,6 +43,7 @@ the ordering and release rules without a GPU.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import itertools
 import mmap
 import statistics
@@ -53,15 +54,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
+from ._tensors import FreeKey, free_key
+
 Ref = Tuple[str, int]
-FreeKey = Tuple[str, int]
 OFFLOAD_OPS = ("Off", "Pre", "Wait")
 # libremat's solvers whose schedules move values to the host (docs/offload.md).
 OFFLOAD_ALGORITHMS = ("pofo", "offload-only", "opportunist", "autocapper")
-
-
-def _key(t: torch.Tensor) -> FreeKey:
-    return (t.device.type, t.untyped_storage().data_ptr())
 
 
 def _bytes_of(storage: Any, device: torch.device) -> torch.Tensor:
@@ -92,9 +90,33 @@ class Link:
 
 def make_links(saved: List[Any], inputs: Sequence[torch.Tensor]) -> List[Any]:
     """saved, with the views of an input's storage replaced by Links."""
-    pos = {_key(t): i for i, t in enumerate(inputs) if t.untyped_storage().data_ptr() != 0}
-    return [Link(pos[_key(t)], t) if isinstance(t, torch.Tensor) and _key(t) in pos else t
+    pos = {free_key(t): i for i, t in enumerate(inputs) if t.untyped_storage().data_ptr() != 0}
+    return [Link(pos[free_key(t)], t) if isinstance(t, torch.Tensor) and free_key(t) in pos else t
             for t in saved]
+
+
+# -- test probes -------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Probes:
+    """Hooks for tests, all off in production: `delay` (seconds each copy
+    sleeps first, on CPU), `poison` (host buffers given back to the pool are
+    filled with 0xFF, so a late reader shows), `log` (a list: (seq, what,
+    ids) events, ids the data pointers a copy reads and writes, a release
+    frees or the pool lends or takes back), `on_step` (called with k when the
+    executor reaches step k, after the releases and prefetch starts due
+    there)."""
+    delay: float = 0.0
+    poison: bool = False
+    log: Optional[List[Tuple[int, str, Tuple[int, ...]]]] = None
+    on_step: Optional[Callable[[int], None]] = None
+
+    def __post_init__(self) -> None:
+        self._seq = itertools.count()
+
+    def note(self, what: str, ids: Sequence[int]) -> None:
+        if self.log is not None:
+            self.log.append((next(self._seq), what, tuple(ids)))
 
 
 # -- the host pool ---------------------------------------------------------------------
@@ -111,13 +133,13 @@ class HostPool:
     memory maps on CPU (not the CPU allocator's memory). `allocations` and
     `allocated_bytes` count what was ever allocated."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, probes: Probes) -> None:
         self.pinned = device.type == "cuda"
         self.free: Dict[int, List[torch.Tensor]] = {}
         self.allocations = 0
         self.allocated_bytes = 0
         self.lent = 0
-        self.poison = False  # test hook: fill buffers given back (a late reader shows)
+        self.probes = probes
         self._lock = threading.Lock()
 
     def take(self, nbytes: int) -> torch.Tensor:
@@ -131,7 +153,7 @@ class HostPool:
         return host_buffer(nbytes, self.pinned)
 
     def give(self, buf: torch.Tensor) -> None:
-        if self.poison:
+        if self.probes.poison:
             buf.fill_(0xFF)
         with self._lock:
             self.lent -= 1
@@ -190,19 +212,12 @@ class _Done(Ticket):
 class HostLink:
     """The copy engine of one device: a copy lane per direction, copies run
     in the order issued (SPEC section 2), and the host pool. Shared by the
-    steps of one prepared input. Test hooks: `delay` (seconds each copy
-    sleeps first, on CPU), `log` (a list: (seq, what, ids) events, ids the
-    data pointers a copy reads and writes, a release frees or the pool lends
-    or takes back), `on_step` (called with k when the executor reaches step k, after the
-    releases and prefetch starts due there)."""
+    steps of one prepared input. `probes`: the tests' hooks (Probes)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.pool = HostPool(device)
-        self.delay = 0.0
-        self.log: Optional[List[Tuple[int, str, Tuple[int, ...]]]] = None
-        self.on_step: Optional[Callable[[int], None]] = None
-        self._seq = itertools.count()
+        self.probes = Probes()
+        self.pool = HostPool(device, self.probes)
         if device.type == "cuda":
             self._streams = (torch.cuda.Stream(device),  # type: ignore[no-untyped-call]
                              torch.cuda.Stream(device))  # type: ignore[no-untyped-call]
@@ -213,8 +228,7 @@ class HostLink:
                 weakref.finalize(self, lane.shutdown, wait=False)
 
     def note(self, what: str, ids: Sequence[int]) -> None:
-        if self.log is not None:
-            self.log.append((next(self._seq), what, tuple(ids)))
+        self.probes.note(what, ids)
 
     def copy(self, direction: int, srcs: List[torch.Tensor], dsts: List[torch.Tensor],
              after: Optional[Ticket] = None) -> Ticket:
@@ -241,8 +255,8 @@ class HostLink:
         def run() -> None:
             if after is not None:
                 after.wait()
-            if self.delay:
-                time.sleep(self.delay)
+            if self.probes.delay:
+                time.sleep(self.probes.delay)
             self.note(name + " start", ids)
             for s, d in zip(srcs, dsts):
                 d.copy_(s)
@@ -290,10 +304,10 @@ class _Layout:
         index: Dict[FreeKey, int] = {}
         for t in flat:
             if not isinstance(t, torch.Tensor) or t.untyped_storage().data_ptr() == 0 or \
-                    _key(t) in keep:
+                    free_key(t) in keep:
                 self.slots.append(("keep", t))
                 continue
-            k = _key(t)
+            k = free_key(t)
             if k not in index:
                 index[k] = len(self.storages)
                 self.storages.append(t.untyped_storage())
@@ -357,7 +371,7 @@ class StepCopies:
         self.next = 0
         self.enabled = True
         self.on_release: Optional[Callable[[Ref], None]] = None
-        self.on_step = link.on_step  # test hook: called with k before step k
+        self.probes = link.probes
 
     # -- the plan's points ---------------------------------------------------------
     def before(self, k: int) -> None:
@@ -371,8 +385,8 @@ class StepCopies:
                     self.release(st.value)
                 elif self.next < self.n_steps:  # at n_steps: never needed
                     self.prefetch(st.value)
-            if self.on_step is not None:
-                self.on_step(self.next)
+            if self.probes.on_step is not None:
+                self.probes.on_step(self.next)
             self.next += 1
         self._give_back(block=False)
 
@@ -456,7 +470,7 @@ class StepCopies:
 
     def pin(self, tensors: Sequence[torch.Tensor]) -> None:
         """Storages the caller holds (the outputs): never copied."""
-        self.pinned |= {_key(t) for t in tensors if isinstance(t, torch.Tensor)}
+        self.pinned |= {free_key(t) for t in tensors if isinstance(t, torch.Tensor)}
 
     def on_host(self, ref: Ref) -> bool:
         rec = self.recs.get(ref)

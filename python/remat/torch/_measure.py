@@ -1,4 +1,5 @@
-"""Measuring stages (rotor's paper, section 5.1) into a remat chain.
+"""How a stage's memory and time are measured (rotor's paper, section 5.1),
+for both capture paths: this file is the one home of the formulas.
 
 For each stage, on the example input: the median forward and backward
 times over `repeat` runs; a[i], the storages of the values crossing its end;
@@ -13,22 +14,26 @@ values); and the temporary memory of its operations, measured by PeakMeter
 so that the SPEC's figure for an op (held + what it adds + overhead) bounds
 what the op really takes, whichever way the schedule runs it. The first
 term alone (fall_overhead, kept in the chain's profile metadata) is what a
-Fall really adds: predictions use it for Fall ops (see _wrap.Entry). Parameter
+Fall really adds: predictions use it for Fall ops (see _budget). Parameter
 gradients are computed in each backward (as autograd.grad returns them) and
 count as temporaries, as they are when .grad already exists and autograd
 adds into it.
+
+What the chain's stages cannot hold is counted as held for the whole step
+(`step_reserve`): the RNG states the executor keeps for random stages and
+room for the small tensors no stage measures.
 """
 from __future__ import annotations
 
 import statistics
 import time
-from typing import AbstractSet, Any, Dict, Iterable, List, Set, Tuple
+from typing import Any, Dict, List, Set, Tuple
 
 import torch
 
+from ._executor import boundary
 from ._memory import PeakMeter
-
-FreeKey = Tuple[str, int]
+from ._tensors import FreeKey, dense_bytes, keys_of, saving, sync, unique_bytes
 
 # Counted as held: room for the step's small tensors no stage measures (the
 # loss scalar and its seed, index and statistics tensors, the executor's
@@ -37,28 +42,24 @@ RESERVE = 4096
 RESERVE_PER_OP = 64
 
 
-def unique_bytes(tensors: Iterable[torch.Tensor], exclude: AbstractSet[FreeKey] = frozenset()
-                 ) -> int:
-    seen: Dict[FreeKey, int] = {}
-    for t in tensors:
-        s = t.untyped_storage()
-        key = (t.device.type, s.data_ptr())
-        if key not in exclude and s.data_ptr() != 0:
-            seen[key] = s.nbytes()
-    return sum(seen.values())
+def rng_state_bytes(device: torch.device) -> int:
+    """What the executor's RngState of one stage holds: the CPU generator's
+    state, and the device's."""
+    n = torch.get_rng_state().nbytes
+    if device.type == "cuda":
+        n += torch.cuda.get_rng_state(device).nbytes
+    return n
 
 
-def dense_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
+def step_reserve(device: torch.device, random_stages: int, ops: int) -> int:
+    """Held for the whole step besides the values: the RNG states of the
+    stages that draw random numbers, and RESERVE for the small tensors."""
+    return random_stages * rng_state_bytes(device) + RESERVE + RESERVE_PER_OP * ops
 
 
-def keys_of(tensors: Iterable[torch.Tensor]) -> Set[FreeKey]:
-    return {(t.device.type, t.untyped_storage().data_ptr()) for t in tensors}
-
-
-class StageRun:
+class StageProbe:
     """One stage on fixed inputs, for measuring. Subclasses implement fwd
-    (returns a Result) and bwd."""
+    (returns a Result); bwd is shared."""
 
     class Result:
         def __init__(self, a: List[torch.Tensor], saved: List[torch.Tensor],
@@ -72,13 +73,18 @@ class StageRun:
 
     name = "stage"
 
-    def fwd(self, grad: bool, keep: bool = True) -> "StageRun.Result":
+    def fwd(self, grad: bool, keep: bool = True) -> "StageProbe.Result":
         """One run: with grad, keeping what autograd saves (or, keep=False, a
         placeholder for it, as the main forward's Fn), or without grad."""
         raise NotImplementedError
 
     @staticmethod
-    def seeds(res: "StageRun.Result") -> List[torch.Tensor]:
+    def hooks(free: Set[FreeKey], saved: List[torch.Tensor], keep: bool) -> Any:
+        """The saved-tensor hooks of a probe's run (see _tensors.saving)."""
+        return saving(free, saved, keep)
+
+    @staticmethod
+    def seeds(res: "StageProbe.Result") -> List[torch.Tensor]:
         """A scalar whose backward sends the stage outputs their gradients
         d[i]. They come out of the graph, as from the next stage, so autograd
         frees each once it is used (a gradient passed in would be held by the
@@ -88,7 +94,7 @@ class StageRun:
             return []
         return [sum((o * torch.ones_like(o)).sum() for o in outs)]  # type: ignore[list-item]
 
-    def bwd(self, res: "StageRun.Result", grads: List[torch.Tensor]) -> List[torch.Tensor]:
+    def bwd(self, res: "StageProbe.Result", grads: List[torch.Tensor]) -> List[torch.Tensor]:
         """Backward from the seeds() scalar; returns the gradients of
         res.inputs. Parameters take part through proxies (see proxy()), so
         their gradients are added into an existing .grad, as in training,
@@ -109,7 +115,7 @@ class StageRun:
 
     def proxy(self, p: torch.Tensor) -> torch.Tensor:
         """A leaf sharing p's storage, with a zero .grad made up front."""
-        if not isinstance(self.proxies, dict) or self.proxies is StageRun.proxies:
+        if not isinstance(self.proxies, dict) or self.proxies is StageProbe.proxies:
             self.proxies = {}
         q = self.proxies.get(id(p))
         if q is None:
@@ -124,18 +130,13 @@ def through_boundary(leaves: List[torch.Tensor]) -> List[torch.Tensor]:
     """Stage inputs as the executor gives them: out of a boundary node, so
     that gradients from several readers are summed in that node's input
     buffer (out of place), not into a leaf's .grad (in place)."""
-    from ._executor import boundary
     return boundary(None, 0, leaves)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def measure(run: StageRun, repeat: int, device: torch.device, outputs_held: bool = False,
+def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bool = False,
             loss_output: bool = False) -> Dict[str, Any]:
-    """The chain fields of one stage (times in ms, sizes in bytes). With
+    """The chain fields of one stage (times in ms, sizes in bytes), plus
+    "held_outputs" and "fall_overhead" for the caller to take out. With
     outputs_held (the model's outputs: the caller holds them through the
     backward, so they are counted as held), a[i] is empty and the outputs'
     storages count neither in abar[i] nor in the overheads; d[i] is the
@@ -146,18 +147,18 @@ def measure(run: StageRun, repeat: int, device: torch.device, outputs_held: bool
     b_ms: List[float] = []
     n = max(1, repeat)
     for r in range(n):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         res = run.fwd(True)
-        _sync(device)
+        sync(device)
         t1 = time.perf_counter()
         if r == n - 1:
             sizes = _sizes(res, outputs_held, loss_output)
         seeds = run.seeds(res)
-        _sync(device)
+        sync(device)
         t2 = time.perf_counter()
         run.bwd(res, seeds)
-        _sync(device)
+        sync(device)
         f_ms.append((t1 - t0) * 1e3)
         b_ms.append((time.perf_counter() - t2) * 1e3)
         del res, seeds
@@ -191,7 +192,7 @@ def measure(run: StageRun, repeat: int, device: torch.device, outputs_held: bool
             "held_outputs": int(held_out), "fall_overhead": int(max(0, ovh_keep))}
 
 
-def _sizes(res: StageRun.Result, outputs_held: bool, loss_output: bool
+def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool
            ) -> Tuple[int, int, int, int]:
     """(a[i], abar[i], d[i], bytes of held outputs) of a forward's result."""
     inputs = keys_of(res.inputs)

@@ -1,0 +1,152 @@
+"""Measuring a GraphProgram's stages (the formulas are _measure's): each
+stage runs on the values the stages before it made."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Set
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+
+from .._measure import StageProbe, measure, step_reserve, through_boundary
+from .._program import Profile
+from .._progress import Progress
+from .._tensors import (FreeKey, cuda_devices, dense_bytes, detached_like, device_of, free_key,
+                        keys_of, tensors_in, unique_bytes)
+from .held import HeldRegistry
+from .stages import GraphStage, call_stage
+
+if TYPE_CHECKING:
+    from .program import GraphProgram
+
+
+class GraphStageProbe(StageProbe):
+    """Stage j of a GraphProgram on the values the stages before it made."""
+
+    def __init__(self, prog: "GraphProgram", st: GraphStage, env: Dict[fx.Node, Any],
+                 prev: Sequence[fx.Node], base_free: Set[FreeKey]) -> None:
+        self.prog, self.st, self.env, self.base_free = prog, st, env, base_free
+        self.prev = set(prev)
+        self.name = st.name
+        self.last: Dict[fx.Node, Any] = {}
+
+    def fwd(self, grad: bool, keep: bool = True) -> StageProbe.Result:
+        st = self.st
+        args: List[Any] = []
+        leaves: List[torch.Tensor] = []
+        for a in st.inputs:
+            v = self.env[a]
+            if a in self.prev:
+                v = v.detach()
+                if grad and v.is_floating_point():
+                    v.requires_grad_(True)
+                leaves.append(v)
+                v = through_boundary([v])[0] if grad else v
+            elif a in st.mutated:
+                v = v.clone()
+            elif self.prog.ph_spec.get(a, ("",))[0] == "PARAMETER":
+                v = self.proxy(v)
+            args.append(v)
+        free = set(self.base_free) | {free_key(x) for a, x in zip(st.inputs, args)
+                                      if a in st.mutated}
+        saved: List[torch.Tensor] = []
+        held_leaves = [t for a, x in zip(st.inputs, args) if grad and a in self.prog.held
+                       for t in tensors_in(x) if t.requires_grad]
+        if grad:
+            with torch.enable_grad(), self.hooks(free, saved, keep), HeldRegistry(free):
+                outs = call_stage(st.gm, args)
+        else:
+            with torch.no_grad(), HeldRegistry(free):
+                outs = call_stage(st.gm, args)
+        self.last = dict(zip(st.outputs, outs))
+        out_a: List[torch.Tensor] = [self.last[b] for b in (st.boundary or st.re_outputs)]
+        graph_outs = out_a
+        if not st.boundary:  # the last stage: backward from the loss if it returns one
+            scalars = [t for t in out_a if t.dim() == 0 and t.requires_grad]
+            graph_outs = scalars or out_a
+        res = StageProbe.Result(out_a, saved, graph_outs, leaves, free)
+        res.held_leaves = held_leaves
+        return res
+
+
+def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Sequence[Any],
+                  repeat: int, progress: Progress) -> Profile:
+    """Measures every stage; the output stage (the caller's loss) comes last."""
+    feeds = prog.feeds(model, flat_inputs)
+    env: Dict[fx.Node, Any] = {ph: v.clone() if isinstance(v, torch.Tensor) and
+                               prog.ph_spec[ph][0] == "BUFFER" else v for ph, v in feeds.items()}
+    free = {free_key(v) for v in env.values() if isinstance(v, torch.Tensor)}
+    device = device_of(feeds.values())
+    out: List[Dict[str, Any]] = []
+    fall: List[int] = []
+    held_bytes = 0
+    with torch.random.fork_rng(devices=cuda_devices(feeds.values())):
+        prev: Sequence[fx.Node] = prog.input_acts
+        for st in prog.stages:
+            run = GraphStageProbe(prog, st, env, prev, free)
+            info = measure(run, repeat, device, outputs_held=not st.boundary,
+                           loss_output=prog.returns_loss)
+            held_bytes += info.pop("held_outputs")
+            fall.append(info.pop("fall_overhead"))
+            out.append(info)
+            for o, v in run.last.items():  # the values the next stages read
+                env[o] = pytree.tree_map_only(
+                    torch.Tensor, detached_like if o in prog.held else torch.Tensor.detach, v)
+                if o in prog.held:
+                    ts = tensors_in(env[o])
+                    held_bytes += unique_bytes(ts, free)
+                    free |= keys_of(ts)
+                if st.boundary and o in prog.outputs and o in prog.acts and not prog.returns_loss:
+                    # returned before the last stage: the caller's loss sends it a
+                    # gradient at the start of the backward, alive until this stage's B
+                    held_bytes += dense_bytes(tensors_in(env[o]))
+            prev = st.boundary
+            progress.update(st.index, prog.n_stages, "stages profiled")
+    out.append({"name": "output", "fwd_time": 0.0, "bwd_time": 0.0, "out_bytes": 0,
+                "saved_bytes": 0})  # the caller's loss: outside the model
+    ins = [feeds[ph] for ph in prog.input_acts]
+    snaps = {ph for st in prog.stages for ph in st.mutated}
+    held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
+    backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
+    held_bytes += sum(b[0] for b in backward_held)
+    held_bytes += step_reserve(device, sum(1 for st in prog.stages if st.random), len(prog.calls))
+    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, fall + [0],
+                   backward_held)
+
+
+def shared_param_grads(prog: "GraphProgram", feeds: Dict[fx.Node, Any],
+                       stages: List[Dict[str, Any]]) -> List[List[int]]:
+    """A parameter read by several stages (tied embeddings): autograd keeps
+    the gradient of the latest reader in the parameter's input buffer until
+    the earliest reader's backward adds to it: [bytes, latest, earliest].
+    (The latest reader's backward makes it as a temporary, which that
+    stage's profiled backward overhead counts.) Each other reader's backward
+    may add its part out of place (a transposed head's gradient cannot take
+    it in place): one more gradient while it runs, added to its overhead."""
+    out = []
+    for ph, (kind, _) in prog.ph_spec.items():
+        v = feeds[ph]
+        readers = {prog.stage_of[u] for u in ph.users if u in prog.stage_of}
+        if kind == "PARAMETER" and v.requires_grad and len(readers) > 1:
+            nbytes = dense_bytes([v])
+            out.append([nbytes, max(readers), min(readers)])
+            for r in sorted(readers)[:-1]:
+                stages[r - 1]["bwd_overhead"] += nbytes
+    return out
+
+
+def held_grads(prog: "GraphProgram", env: Dict[fx.Node, Any]) -> List[List[int]]:
+    """A held value that requires grad (an activation many layers read; T5's
+    position bias, made from a parameter): autograd sums the readers' parts
+    in its input buffer from the last reader's backward until its maker's
+    backward takes it: [bytes, last reader, maker]."""
+    out = []
+    for a in sorted(prog.held, key=lambda n: prog.stage_of[n]):
+        v = env.get(a)
+        if not any(t.requires_grad for t in tensors_in(v)):
+            continue
+        readers = {prog.stage_of[u] for u in a.users if u in prog.stage_of}
+        maker = prog.stage_of[a]
+        if max(readers, default=maker) > maker:
+            out.append([dense_bytes(tensors_in(v)), max(readers), maker])
+    return out

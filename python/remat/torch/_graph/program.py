@@ -1,0 +1,424 @@
+"""GraphProgram: an exported program cut into stages, run stage by stage
+in the training step, with a GraphReplay per step for recomputations."""
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import AbstractSet, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+
+import remat
+
+from .._executor import Step, boundary
+from .._offload import HostLink
+from .._program import Args, CaptureError, Kwargs, Profile
+from .._progress import Progress
+from .._tensors import (AutocastState, StorageKey, cuda_devices, detached_like, device_of,
+                        free_key, saving, storage_key, tensors_in)
+from . import cut as C
+from .export import export_model, first_difference
+from .held import HeldRegistry, KeepAlive, insert_register, registers_held
+from .measure import profile_graph
+from .nodes import CALL_OPS
+from .sdpa import EagerSdpa, eager_sdpa_calls, has_sdpa_mask, match_eager_sdpa, \
+    sdpa_mask_requires_grad
+from .stages import GraphStage, build_stage, call_stage, stage_name
+
+
+class CompiledStage:
+    """A stage's graph compiled by torch.compile, called as call_stage calls a
+    stage (unboxed: the compiled code takes the arguments themselves)."""
+
+    remat_boxed = False
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        self.eager = gm  # the stage as it ran before (set_eager)
+        g = copy.deepcopy(gm.graph)
+        g.set_codegen(fx.graph.CodeGen())
+        self.gm = fx.GraphModule(gm, g)
+        self.fn = torch.compile(self.gm)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _math_sdpa(on: bool) -> Any:
+    """SDPA's math kernel only, when `on` (see GraphStage.sdpa_math)."""
+    if not on:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(SDPBackend.MATH)
+
+
+class GraphProgram:
+    """An ExportedProgram cut into stages (see cut.py for the rules); keeps
+    the _program.Program contract."""
+
+    path = "graph"
+    compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
+    held_acts: AbstractSet[fx.Node] = frozenset()  # activations held for the step (_cut)
+
+    def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
+                 max_stages: int, eager_sdpa: Sequence[EagerSdpa] = ()) -> None:
+        self.ep = ep
+        gm = ep.graph_module
+        self.gm = gm
+        nodes = list(gm.graph.nodes)
+        self.placeholders = [n for n in nodes if n.op == "placeholder"]
+        specs = ep.graph_signature.input_specs
+        if len(specs) != len(self.placeholders):
+            raise CaptureError("the exported program's inputs do not match its signature")
+        self.ph_spec = {ph: (s.kind.name, s.target) for ph, s in zip(self.placeholders, specs)}
+        for ph, (kind, _) in self.ph_spec.items():
+            if kind not in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", "USER_INPUT"):
+                raise CaptureError("the exported program has a %s input (%s), which remat "
+                                     "cannot feed" % (kind.lower(), ph.name))
+        self.user_inputs = [ph for ph in self.placeholders if self.ph_spec[ph][0] == "USER_INPUT"]
+        out_node = nodes[-1]
+        out_args = list(pytree.tree_leaves(out_node.args[0], is_leaf=lambda x: x is None))
+        self.outputs: List[Any] = []
+        self.buffer_updates: List[Tuple[fx.Node, fx.Node]] = []
+        by_target = {t: ph for ph, (k, t) in self.ph_spec.items() if k == "BUFFER"}
+        for spec, arg in zip(ep.graph_signature.output_specs, out_args):
+            kind = spec.kind.name
+            if kind == "USER_OUTPUT":
+                self.outputs.append(arg)
+            elif kind == "BUFFER_MUTATION":  # functional IR (older torch)
+                self.buffer_updates.append((arg, by_target[spec.target]))
+            else:
+                raise CaptureError("the exported program has a %s output, which remat "
+                                     "cannot run" % kind.lower())
+        self.out_spec = ep.call_spec.out_spec
+        self.returns_loss = _returns_loss(self.outputs, self.out_spec)
+        consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
+                  if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
+        self.causal_masks, self.gqa_calls = match_eager_sdpa(gm, consts, eager_sdpa)
+        self.calls = [n for n in gm.graph.nodes if n.op in CALL_OPS]
+        if not self.calls:
+            raise CaptureError("the exported graph computes nothing")
+        self._cut(model, flat_inputs, max_stages)
+        self._device = device_of(self.feeds(model, flat_inputs).values())
+
+    @classmethod
+    def capture(cls, model: torch.nn.Module, args: Args, kwargs: Kwargs,
+                max_stages: int) -> "GraphProgram":
+        ep = export_model(model, args, kwargs)
+        flat = pytree.tree_leaves((args, kwargs))
+        eager = eager_sdpa_calls(model, args, kwargs) if has_sdpa_mask(ep.graph_module) \
+            else []
+        return cls(ep, model, flat, max_stages, eager)
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def differs_from_eager(self, model: torch.nn.Module, args: Args, kwargs: Kwargs
+                           ) -> Optional[str]:
+        """See export.first_difference."""
+        return first_difference(model, self.ep.module(), args, kwargs)
+
+    def stage_names(self) -> List[str]:
+        return [st.name for st in self.stages]
+
+    def compile_stages(self) -> int:
+        """Compiles each stage's graphs (main run and recomputation) with
+        torch.compile; a stage that registers held values (a Python call
+        inside the graph) stays eager. Returns how many were compiled."""
+        n = 0
+        for st in self.stages:
+            if registers_held(st.gm) or registers_held(st.gm_re):
+                continue
+            st.gm = CompiledStage(st.gm)  # type: ignore[assignment]
+            st.gm_re = CompiledStage(st.gm_re)  # type: ignore[assignment]
+            n += 1
+        self.compiled = n
+        return n
+
+    def set_eager(self, indices: Sequence[int]) -> None:
+        """Runs the stages at `indices` eager again (compile=True keeps a
+        stage eager where that was faster); `compiled` counts the rest."""
+        for i in indices:
+            st = self.stages[i]
+            if isinstance(st.gm, CompiledStage):
+                st.gm = st.gm.eager
+            if isinstance(st.gm_re, CompiledStage):
+                st.gm_re = st.gm_re.eager
+        self.compiled = len(self.compiled_stages())
+
+    def compiled_stages(self) -> List[int]:
+        """The indices of the stages that run compiled."""
+        return [i for i, st in enumerate(self.stages) if isinstance(st.gm, CompiledStage)]
+
+    @contextlib.contextmanager
+    def eager_stages(self) -> Iterator[None]:
+        """Every stage runs eager inside the block (to profile both variants)."""
+        saved, compiled = [(st.gm, st.gm_re) for st in self.stages], self.compiled
+        try:
+            self.set_eager(range(len(self.stages)))
+            yield
+        finally:
+            for st, (gm, gm_re) in zip(self.stages, saved):
+                st.gm, st.gm_re = gm, gm_re
+            self.compiled = compiled
+
+    def cache_key(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int) -> str:
+        """Covers the code that runs (the graph, cut into these stages), every
+        input and parameter's shape, dtype and device, and the autocast state."""
+        feeds = self.feeds(module, pytree.tree_leaves((args, kwargs)))
+        metas = [(ph.name, tuple(v.shape), str(v.dtype), str(v.device), v.requires_grad)
+                 if isinstance(v, torch.Tensor) else (ph.name, repr(v)) for ph, v in feeds.items()]
+        dev = self._device
+        name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        return repr((self.gm.code, metas, [[b.name for b in st.boundary] for st in self.stages],
+                     AutocastState().key(), name, repeat, self.compiled))
+
+    def profile(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int,
+                progress: Progress) -> Profile:
+        return profile_graph(self, module, pytree.tree_leaves((args, kwargs)), repeat, progress)
+
+    def forward(self, model: torch.nn.Module, plan: "remat.Plan", link: Optional[HostLink],
+                args: Args, kwargs: Kwargs) -> Any:
+        """One training step's forward by `plan`: the model's outputs."""
+        feeds = self.feeds(model, pytree.tree_leaves((args, kwargs)))
+        replay = GraphReplay(self, feeds)
+        step = Step(replay, self.n_stages, plan, set(), cuda_devices(feeds.values()), link,
+                    outputs_last=True)
+        outs = self._run_stages(step, replay, feeds)
+        return pytree.tree_unflatten(outs, self.out_spec)
+
+    # -- feeding placeholders ---------------------------------------------------
+    def feeds(self, model: torch.nn.Module, flat_inputs: Sequence[Any]) -> Dict[fx.Node, Any]:
+        params = dict(model.named_parameters(remove_duplicate=False))
+        buffers = dict(model.named_buffers(remove_duplicate=False))
+        device = next(iter(params.values())).device if params else None
+        out: Dict[fx.Node, Any] = {}
+        k = 0
+        for ph in self.placeholders:
+            kind, target = self.ph_spec[ph]
+            if kind == "PARAMETER":
+                out[ph] = params[target]
+            elif kind == "BUFFER":
+                out[ph] = buffers[target]
+            elif kind == "CONSTANT_TENSOR":
+                c = self.ep.constants[target]
+                out[ph] = c.to(device) if device is not None and c.device != device else c
+            else:
+                out[ph] = flat_inputs[k]
+                k += 1
+        return out
+
+    # -- cutting ----------------------------------------------------------------
+    def _cut(self, model: torch.nn.Module, flat_inputs: Sequence[Any], max_stages: int) -> None:
+        feeds = self.feeds(model, flat_inputs)
+        scratch = {ph: v.clone() if isinstance(v, torch.Tensor) and self.ph_spec[ph][0] == "BUFFER"
+                   else v for ph, v in feeds.items()}
+        with torch.random.fork_rng(devices=cuda_devices(feeds.values())):
+            facts = C.analyze(self.gm, self.calls, scratch)
+        ph_storage = {ph: storage_key(v)[0] for ph, v in scratch.items()
+                      if isinstance(v, torch.Tensor)}
+        storage_of: Dict[fx.Node, StorageKey] = dict(ph_storage)
+        for n in self.calls:
+            if facts[n].outputs:
+                storage_of[n] = facts[n].outputs[0][0]
+        dyn = C.dynamic_nodes(self.gm, set(self.user_inputs))
+        acts = {n for n in self.calls if n in dyn and facts[n].requires_grad}
+        self.input_acts = [ph for ph in self.user_inputs
+                           if isinstance(scratch[ph], torch.Tensor) and scratch[ph].requires_grad]
+        pinned, mutated_keys = C.pinned_positions(self.calls, facts, set(ph_storage.values()))
+        self.held_acts = C.held_activations(self.calls, facts, acts, self.input_acts,
+                                            storage_of, pinned)
+        cut = C.choose_cuts(self.calls, facts, acts, self.input_acts, storage_of, pinned,
+                            max_stages, self.held_acts)
+        self.cut_reasons = cut.reasons
+        self.facts = facts
+        self.acts = acts
+        self._build_stages(cut, facts, acts, mutated_keys, ph_storage, storage_of)
+
+    def _build_stages(self, cut: C.Cut, facts: Dict[fx.Node, C.NodeFacts], acts: Set[fx.Node],
+                      mutated_keys: Set[StorageKey], ph_storage: Dict[fx.Node, StorageKey],
+                      storage_of: Dict[fx.Node, StorageKey]) -> None:
+        ends = cut.starts[1:] + [len(self.calls)]
+        stage_of: Dict[fx.Node, int] = {}
+        for j, (s, e) in enumerate(zip(cut.starts, ends), 1):
+            for p in range(s, e):
+                stage_of[self.calls[p]] = j
+        L = len(cut.starts)
+        out_set = {o for o in self.outputs if isinstance(o, fx.Node)}
+        update_srcs = {src for src, _ in self.buffer_updates}
+        last_reader: Dict[fx.Node, int] = {}
+        for n in self.calls:
+            for a in n.all_input_nodes:
+                last_reader[a] = max(last_reader.get(a, 0), stage_of[n])
+        # Held: read by a later stage but not an activation, or returned
+        # before the last stage. Recomputations read them, not recompute them.
+        held = {n for n in self.calls if (n not in acts or n in self.held_acts)
+                and last_reader.get(n, 0) > stage_of[n]}
+        held |= {o for o in out_set if o in stage_of and stage_of[o] < L
+                 and (o not in acts or last_reader.get(o, 0) <= stage_of[o])}
+        self.held = held
+        # A held value sharing storage with a recomputed activation (x.detach())
+        # is not free for the hooks: autograd's copies of x must follow the plan.
+        recomputed = {storage_of[n] for n in acts - held if n in storage_of}
+        self.registered = {n for n in held if storage_of.get(n) not in recomputed}
+        # The recomputation of a held value's maker makes it again when it
+        # requires grad: the ops making it saved tensors for its backward
+        # (T5's position bias: the bucket indices of its embedding), and a
+        # recomputation must save what the main run saved. It is free for
+        # the hooks there too (registered in a per-recomputation set).
+        grad_held = {n for n in held if facts[n].requires_grad}
+        key_to_ph = {k: ph for ph, k in ph_storage.items()}
+        self.stages: List[GraphStage] = []
+        for j, (s, e) in enumerate(zip(cut.starts, ends), 1):
+            nodes = self.calls[s:e]
+            inside = set(nodes)
+
+            def read_later(n: fx.Node, j: int = j) -> bool:
+                return last_reader.get(n, 0) > j or n in out_set or n in update_srcs
+
+            mutated = sorted({key_to_ph[k] for n in nodes for k in facts[n].mutated
+                              if k in mutated_keys and k in key_to_ph},
+                             key=lambda ph: ph.name)
+            if j < L:
+                re_out = list(cut.boundaries[j - 1])
+            else:
+                re_out = [o for o in self.outputs if isinstance(o, fx.Node) and o in inside
+                          and o in acts]
+            st = build_stage(self.gm, j, stage_name(j, nodes), nodes, read_later,
+                               list(cut.boundaries[j - 1]), re_out, held - grad_held, mutated,
+                               any(facts[n].random for n in nodes), grad_held)
+            st.sdpa_math = sdpa_mask_requires_grad(nodes, facts)
+            insert_register(st.gm, {n.name for n in nodes if n in self.registered})
+            insert_register(st.gm_re, {n.name for n in nodes
+                                        if n in self.registered and n in grad_held})
+            self.stages.append(st)
+        self.n_stages = L
+        self.stage_of = stage_of
+        self.drop_after: Dict[int, List[fx.Node]] = {}
+        keep_to_end = out_set | update_srcs
+        for a, j in last_reader.items():
+            if a not in keep_to_end:
+                self.drop_after.setdefault(j, []).append(a)
+
+    # -- running ----------------------------------------------------------------
+    def _run_stages(self, step: Step, replay: "GraphReplay", feeds: Dict[fx.Node, Any]
+                    ) -> List[Any]:
+        """The model's forward by the schedule; returns the flat outputs."""
+        env: Dict[fx.Node, Any] = dict(feeds)
+        replay.start(step)
+        if self.input_acts:
+            for ph, v in zip(self.input_acts, boundary(step, 0, [env[p] for p in self.input_acts])):
+                env[ph] = v
+
+        for j, st in enumerate(self.stages, 1):
+            step.before_main(j)
+            if st.random:
+                step.record_rng(j)
+            args = [env[a] for a in st.inputs]
+            for a in self.drop_after.get(j, ()):
+                env.pop(a, None)  # only `args` holds them now: freed inside the stage
+            with step.main_stage(j), HeldRegistry(step.free_storages):
+                outs = call_stage(st.gm, args)
+            for o, v in zip(st.outputs, outs):
+                env[o] = v
+                if o in self.held:
+                    replay.vals[o] = pytree.tree_map_only(torch.Tensor, detached_like, v)
+                    if o in self.outputs:
+                        for t in tensors_in(v):
+                            step.watch(t, "output %r" % o.name)
+            bnd = boundary(step, j, [env[b] for b in st.boundary])
+            for b, v in zip(st.boundary, bnd):
+                env[b] = v
+            for src, ph in self.buffer_updates:
+                if self.stage_of.get(src) == j:
+                    with torch.no_grad():
+                        feeds[ph].copy_(env[src])
+            a_j = bnd if j < self.n_stages else [env[o] for o in st.re_outputs]
+            del outs, bnd, v
+            step.after_main(j, a_j)
+            del a_j
+        step.finish_forward()
+        return [env[o] if isinstance(o, fx.Node) else o for o in self.outputs]
+
+
+class GraphReplay:
+    """One training step of a GraphProgram: what its recomputations read
+    (the placeholders' values, snapshots of those the graph mutates, the held
+    values the forward made) and how they run a stage again."""
+
+    def __init__(self, prog: GraphProgram, feeds: Dict[fx.Node, Any]) -> None:
+        self.prog = prog
+        self.feeds = feeds
+        self.vals: Dict[fx.Node, Any] = dict(feeds)  # held values join as the forward makes them
+        self.snaps: Dict[fx.Node, torch.Tensor] = {}
+
+    def start(self, step: Step) -> None:
+        """Snapshots of the mutated placeholders; every placeholder and
+        snapshot free for the hooks; user inputs watched; a[0] given."""
+        prog, feeds = self.prog, self.feeds
+        for st in prog.stages:
+            for ph in st.mutated:
+                if ph not in self.snaps:
+                    self.snaps[ph] = feeds[ph].detach().clone()
+                    step.free_storages.add(free_key(self.snaps[ph]))
+        for ph, v in feeds.items():
+            if isinstance(v, torch.Tensor):
+                step.free_storages.add(free_key(v))
+                if prog.ph_spec[ph][0] == "USER_INPUT":
+                    step.watch(v, "input %r" % ph.name)
+        step.set_input([feeds[ph] for ph in prog.input_acts])
+
+    def recompute(self, step: Step, j: int, a_prev: List[torch.Tensor], keep: bool
+                  ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
+        prog = self.prog
+        st = prog.stages[j - 1]
+        prev = {b: i for i, b in enumerate(prog.stages[j - 2].boundary)} if j > 1 else \
+            {ph: i for i, ph in enumerate(prog.input_acts)}
+        args = []
+        for a in st.re_inputs:
+            if a in prev:
+                t = a_prev[prev[a]].detach()
+                args.append(t.requires_grad_(keep) if keep and t.is_floating_point() else t)
+            elif a in self.snaps:
+                args.append(self.snaps[a].clone() if a in st.mutated else self.snaps[a])
+            else:
+                args.append(self.vals[a])
+        mutated_clones = [x for a, x in zip(st.re_inputs, args) if a in st.mutated]
+        for x in mutated_clones:
+            step.free_storages.add(free_key(x))
+        try:
+            if not keep:
+                with torch.no_grad(), HeldRegistry(set()), _math_sdpa(st.sdpa_math):
+                    outs = call_stage(st.gm_re, args)
+                return [o.detach() for o in outs], None
+            saved: List[torch.Tensor] = []
+            free = KeepAlive(step.free_storages)  # plus the held values made again here
+            try:
+                with torch.enable_grad(), saving(free, saved), HeldRegistry(free):
+                    outs = call_stage(st.gm_re, args)
+            finally:
+                # The remade held values have this recomputation's graph, whose
+                # nodes hold the hooks, hence `free`: a cycle through autograd's
+                # C++ objects, which the garbage collector never frees.
+                free.alive.clear()
+            return [o.detach() for o in outs], saved
+        finally:
+            for x in mutated_clones:
+                step.free_storages.discard(free_key(x))
+
+
+def _returns_loss(outputs: List[Any], spec: Any) -> bool:
+    """Whether an output named "loss" (a ModelOutput's, a dict's) is a scalar."""
+    try:
+        paths = [p for p, _ in pytree.tree_flatten_with_path(
+            pytree.tree_unflatten(list(range(len(outputs))), spec))[0]]
+    except Exception:  # an output type pytree cannot walk: assume none
+        return False
+    for path, o in zip(paths, outputs):
+        names = [str(getattr(k, "key", getattr(k, "name", ""))) for k in path]
+        val = o.meta.get("val") if isinstance(o, fx.Node) else None
+        if names and names[-1] == "loss" and isinstance(val, torch.Tensor) and val.dim() == 0:
+            return True
+    return False

@@ -1,0 +1,194 @@
+"""One input → a prepared program: capture (the graph path or the module
+path, and why), compile=True's choice of stages, the profile (from the
+disk cache or measured), and the budget solved for the limit."""
+from __future__ import annotations
+
+import sys
+import tempfile
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+import remat
+
+from ._budget import Budget
+from ._cache import ProfileCache
+from ._config import Config
+from ._graph.program import GraphProgram
+from ._memory import fd2_to
+from ._modules.program import ModuleProgram
+from ._program import Args, CaptureError, Kwargs, Profile, Program
+from ._progress import Progress
+
+AnyProgram = Union[GraphProgram, ModuleProgram]
+
+
+class Prepared(Budget):
+    """Everything prepared for one input signature: the budget of its
+    profiled chain (schedule, plan, predictions), the program that runs it,
+    and `info`: the capture path and why ("path", "why", "export_log"),
+    whether the profile came from the cache ("cached": its file, or None)."""
+
+    def __init__(self, program: AnyProgram, chain: "remat.Chain", held: int,
+                 info: Dict[str, Any], cache: Optional[ProfileCache] = None) -> None:
+        super().__init__(chain, held, program.device, cache)
+        self.program = program
+        self.info = info
+
+    def forward(self, model: nn.Module, args: Args, kwargs: Kwargs) -> Any:
+        """One training step's forward by the schedule."""
+        if self.plan is None:
+            raise RuntimeError("remat: forward before solve()")
+        return self.program.forward(model, self.plan, self.link, args, kwargs)
+
+
+def prepare(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config) -> Prepared:
+    """Capture, profile (or load the cached profile) and solve for one input.
+    Capture runs under the caller's autocast state, as the step will."""
+    progress = Progress("profiling", cfg.progress)
+    program, why, export_log = capture(model, args, kwargs, cfg)
+    progress.note("%s path: %s" % (program.path, why))
+    if cfg.compile:
+        _compile(program)
+    chain, held, cache, cached = profiled(program, model, args, kwargs, cfg, progress)
+    info = {"cached": cached, "path": program.path, "why": why, "export_log": export_log}
+    entry = Prepared(program, chain, held, info, cache)
+    entry.solve(cfg.memory, cfg.algorithm, cfg.slots, cfg.segments, progress, cfg.bandwidth)
+    progress.close()
+    return entry
+
+
+def capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config
+            ) -> Tuple[AnyProgram, str, str]:
+    """(program, why this path, what a failed export printed). The graph
+    path when torch.export captures the model and the graph runs what eager
+    runs; else the module path; else the graph anyway (with a warning: its
+    gradients may differ from eager in the last bits); else an error that
+    gives both reasons."""
+    mode = cfg.capture
+    graph: Optional[GraphProgram] = None
+    why = "capture='modules'"
+    log = ""
+    if mode in ("auto", "graph"):
+        with tempfile.TemporaryFile("w+") as f:
+            try:
+                with fd2_to(f):  # a failed export prints whole graphs there
+                    graph = GraphProgram.capture(model, args, kwargs, cfg.max_stages)
+            except Exception as e:  # export raises many kinds; the fallback says why
+                if mode == "graph":
+                    raise CaptureError("remat: torch.export failed: %s" % _first_line(e)) from e
+                why = "torch.export failed: %s" % _first_line(e)
+            f.seek(0)
+            log = f.read()
+        if graph is not None:
+            if log:  # what a successful export printed (the model's own warnings)
+                sys.stderr.write(log)
+                log = ""
+            diff = graph.differs_from_eager(model, args, kwargs) if mode == "auto" else None
+            if diff is None:
+                return graph, "torch.export captured the whole model", ""
+            why = "the exported graph runs other kernels than eager (%s), so gradients would " \
+                  "differ in the last bits; the model's own code runs instead" % diff
+    try:
+        program = ModuleProgram.capture(model, args, kwargs)
+    except CaptureError as e:
+        if graph is None:
+            raise CaptureError("remat: cannot run this model: %s; and %s" % (why, e)) from None
+        why += "; but no run of blocks was found (%s), so the graph runs" % e
+        warnings.warn("remat: %s" % why, stacklevel=4)
+        return graph, why, log
+    if graph is None and mode == "auto":
+        warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=4)
+    return program, why, log
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return "%s: %s" % (type(e).__name__, text[0] if text else "")
+
+
+# -- compile=True ------------------------------------------------------------------------
+
+# A stage stays compiled when its profile is faster than COMPILED_GAIN x
+# eager's. Measured (BENCHMARKS.md): asking 5 % threw away most of GPT-2's
+# gain, whose stages each gain a few percent; 1.0 keeps it, and ResNet-50,
+# whose batch norms run slower compiled, then runs about as fast as eager.
+COMPILED_GAIN = 1.0
+
+
+def _compile(program: Program) -> None:
+    """compile=True: the graph path's stages run compiled (the module path's
+    blocks stay eager, with a warning)."""
+    n = program.compile_stages()
+    if program.path != "graph":
+        warnings.warn("remat: compile=True compiles the graph path's stages; this model runs "
+                      "on the module path, whose blocks stay eager", stacklevel=5)
+    elif n < program.n_stages:
+        warnings.warn("remat: compile=True: %d of %d stages compiled (a stage that makes a "
+                      "held value stays eager)" % (n, program.n_stages), stacklevel=5)
+
+
+def faster_eager(compiled: Sequence[Dict[str, Any]], eager: Sequence[Dict[str, Any]],
+                 candidates: Sequence[int]) -> List[int]:
+    """The stages among `candidates` whose compiled forward + backward was not
+    faster than COMPILED_GAIN x eager's, by the two profiles' stage dicts."""
+    def t(st: Dict[str, Any]) -> float:
+        return float(st["fwd_time"]) + float(st["bwd_time"])
+    return [i for i in candidates if not t(compiled[i]) < COMPILED_GAIN * t(eager[i])]
+
+
+def _keep_faster(program: Program, model: nn.Module, args: Args, kwargs: Kwargs, repeat: int,
+                 progress: Progress, prof: Profile) -> List[int]:
+    """compile=True: profiles the stages eager too, and runs eager each stage
+    that compiling did not make faster (faster_eager; inductor's code is not
+    always faster: a training-mode batch norm on CPU, for one). Such a
+    stage's dict in `prof` and its Fall overhead become the eager ones, so
+    the chain describes what runs; what is held for the step does not
+    depend on it. Returns those stages."""
+    with program.eager_stages():
+        plain = program.profile(model, args, kwargs, repeat, progress)
+    compiled = program.compiled_stages()
+    keep = faster_eager(prof.stages, plain.stages, compiled)
+    for i in keep:
+        prof.stages[i] = plain.stages[i]
+        prof.fall_overheads[i] = plain.fall_overheads[i]
+    program.set_eager(keep)
+    if keep:
+        progress.note("%d of %d compiled stages run eager: not faster compiled" % (
+            len(keep), len(compiled)))
+    return keep
+
+
+# -- the profile -------------------------------------------------------------------------
+
+
+def profiled(program: Program, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
+             progress: Progress) -> Tuple["remat.Chain", int, ProfileCache, Optional[str]]:
+    """The program's chain, what it holds for the whole step, its cache entry,
+    and the cache file it came from (None: measured now, and cached)."""
+    cache = ProfileCache(cfg.cache, program.cache_key(model, args, kwargs, cfg.repeat))
+    chain = cache.load(program.stage_names())
+    if chain is not None:
+        p = chain.meta["profile"]
+        if p.get("eager_stages"):
+            program.set_eager([int(i) for i in p["eager_stages"]])
+        return chain, int(p["held_bytes"]), cache, cache.path
+    if program.compiled:  # the first run compiles every variant of a stage
+        program.profile(model, args, kwargs, 1, progress)
+    prof = program.profile(model, args, kwargs, cfg.repeat, progress)
+    eager: List[int] = []
+    if program.compiled:
+        eager = _keep_faster(program, model, args, kwargs, cfg.repeat, progress, prof)
+    meta = {"profile": {"key": cache.key, "path": program.path, "stages": program.stage_names(),
+                        "held_bytes": prof.held_bytes, "torch": torch.__version__,
+                        "fall_overheads": prof.fall_overheads,
+                        "backward_held": prof.backward_held,
+                        "repeat": cfg.repeat, "device": str(program.device)}}
+    if eager:
+        meta["profile"]["eager_stages"] = eager
+    chain = remat.Chain(prof.stages, prof.input_bytes, prof.input_grad_bytes,
+                        name=type(model).__name__, time_unit="ms", meta=meta)
+    cache.save(chain)
+    return chain, prof.held_bytes, cache, None
