@@ -282,6 +282,22 @@ def test_report_and_infeasible_message(gpt):
     assert e.value.min_memory > 1024 and "Plain autograd needs" in str(e.value)
 
 
+@pytest.mark.parametrize("memory,error", [
+    (float("inf"), ValueError), (float("nan"), ValueError), (-0.5, ValueError), (0.0, ValueError),
+    (True, TypeError), ([1], TypeError), ("lots", remat.InputError), (-1, remat.InputError)])
+def test_bad_memory_is_refused_before_any_work(memory, error):
+    """A limit that is no size or fraction (memory=inf raised OverflowError
+    after profiling) is refused at once, naming the argument; so is one
+    given to set_memory, which keeps the limit it had."""
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(error, match="memory"):
+        rt.checkpoint(model, memory=memory)
+    w = rt.checkpoint(model, memory=0.5)
+    with pytest.raises(error, match="memory"):
+        w.set_memory(memory)
+    assert w.remat_config.memory == 0.5
+
+
 def test_step_outputs_are_unchanged_by_training(gpt):
     """Forward values equal plain autograd's, step after step."""
     ref, w, args, kwargs = wrapped(gpt)

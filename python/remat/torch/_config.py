@@ -56,7 +56,13 @@ def check_memory(memory: Memory) -> Memory:
             raise ValueError("remat.torch.checkpoint: memory=%r: a fraction of plain autograd's "
                              "peak must be a finite number > 0" % memory)
         return memory
-    remat.parse_size(memory)  # raises TypeError or remat.InputError naming it
+    what = "remat.torch.checkpoint: memory=%r" % (memory,)
+    try:
+        remat.parse_size(memory)
+    except TypeError as e:
+        raise TypeError("%s: %s" % (what, e)) from None
+    except remat.InputError as e:
+        raise remat.InputError("%s: %s" % (what, e)) from None
     return memory
 
 
