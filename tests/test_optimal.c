@@ -227,7 +227,7 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                     mem += v2[j] == REMAT__HELD_A ? remat_chain_a_bytes(c, j)
                            : v2[j] == REMAT__HELD_ABAR ? remat_chain_abar_bytes(c, j) : 0;
                 remat__sim_state st = {v2, dh, mem, next};
-                remat_op op = {(uint8_t)kind, 0, i};
+                remat_op op = {(uint8_t)kind, 0, i, 0};
                 uint64_t during;
                 double t;
                 char why[128];

@@ -70,11 +70,11 @@ static void large_total_simulates_without_wrap(void) {
     remat_schedule *sc = NULL;
     ASSERT_STATUS(remat_schedule_create("t", &sc, &e), REMAT_OK);
     for (uint32_t i = 1; i <= 100; i++) {
-        remat_op op = {REMAT_OP_FALL, 0, i};
+        remat_op op = {REMAT_OP_FALL, 0, i, 0};
         ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
     }
     for (uint32_t i = 100; i >= 1; i--) {
-        remat_op op = {REMAT_OP_B, 0, i};
+        remat_op op = {REMAT_OP_B, 0, i, 0};
         ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
     }
     remat_sim_result *r = NULL;
