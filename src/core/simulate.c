@@ -57,8 +57,8 @@ static int apply_forward(const remat_chain *c, remat__sim_state *st, remat_op op
     uint8_t want = op.kind == REMAT_OP_FALL ? REMAT__HELD_ABAR : REMAT__HELD_A;
     uint64_t add = 0;
     if (have < want) add = remat__value_bytes(c, i, want, op.option);
-    uint64_t overhead =
-        op.kind == REMAT_OP_FALL ? remat__stage_save(sg, op.option).fall_overhead : sg->fwd_overhead;
+    uint64_t overhead = op.kind == REMAT_OP_FALL ? remat__stage_save(sg, op.option).fall_overhead
+                                                 : sg->fwd_overhead;
     *during = st->mem + add + overhead;
     *time = sg->fwd_time;
     if (have < want) { /* an abar already held keeps its own option */

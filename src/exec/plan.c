@@ -156,7 +156,8 @@ static remat_status simulate_for_plan(const remat_chain *c, const remat_schedule
     w->r.n_ops = n;
     w->r.mem_during = remat__calloc(cap, sizeof *w->r.mem_during);
     w->r.mem_after = remat__calloc(cap, sizeof *w->r.mem_after);
-    REMAT__RETURN_IF(!w->trace || !w->host_opt || !w->head || !w->link || !w->r.mem_during || !w->r.mem_after,
+    REMAT__RETURN_IF(!w->trace || !w->host_opt || !w->head || !w->link || !w->r.mem_during ||
+                         !w->r.mem_after,
                      err, REMAT_E_NOMEM, "plan: out of memory for %zu steps", n);
     remat_sim_options o;
     remat_sim_options_init(&o);
