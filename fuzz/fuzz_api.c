@@ -34,8 +34,28 @@ static void fill_name(reader *r, char *dst, size_t cap) {
     if (b != 255) dst[b % cap] = '\0'; /* 255: no terminating NUL at all */
 }
 
-/* A chain struct exactly as the bytes say; stages has room for 8. */
-static void make_chain(reader *r, remat_chain *c, remat_stage *stages) {
+/* A stage's partial saves and fall_overhead as the bytes say; opts has room
+ * for 3 options, so larger counts stay past REMAT_MAX_OPTIONS (refused
+ * before any read) or have no array. */
+static void make_options(reader *r, remat_stage *s, remat_stage_option *opts) {
+    s->fall_overhead = u64(r);
+    s->has_fall_overhead = (int)(byte(r) % 3); /* 2: any nonzero flag */
+    static const size_t counts[] = {0, 1, 2, 3, 9, SIZE_MAX};
+    unsigned b = byte(r);
+    s->n_options = counts[b % 6];
+    s->options = b & 0x80 ? NULL : opts;
+    for (size_t k = 0; k < 3; k++) {
+        fill_name(r, opts[k].name, sizeof opts[k].name);
+        opts[k].saved_bytes = byte(r) & 1 ? s->out_bytes : u64(r);
+        opts[k].fall_overhead = byte(r) & 1 ? 0 : u64(r);
+        opts[k].bwd_time = real(r);
+        opts[k].bwd_overhead = byte(r) & 1 ? 0 : u64(r);
+    }
+}
+
+/* A chain struct exactly as the bytes say; stages has room for 8, opts for
+ * 3 options per stage. */
+static void make_chain(reader *r, remat_chain *c, remat_stage *stages, remat_stage_option *opts) {
     memset(c, 0, sizeof *c);
     fill_name(r, c->name, sizeof c->name);
     fill_name(r, c->time_unit, sizeof c->time_unit);
@@ -55,6 +75,10 @@ static void make_chain(reader *r, remat_chain *c, remat_stage *stages) {
         s->grad_bytes = byte(r) & 1 ? 0 : u64(r);
         s->fwd_overhead = byte(r) & 3 ? 0 : u64(r);
         s->bwd_overhead = byte(r) & 3 ? 0 : u64(r);
+        s->n_options = 0;
+        s->options = NULL;
+        s->has_fall_overhead = 0;
+        if (byte(r) & 1) make_options(r, s, &opts[3 * i]);
     }
 }
 
@@ -62,7 +86,8 @@ static void make_schedule(reader *r, remat_schedule *s, remat_op *ops) {
     memset(s, 0, sizeof *s);
     fill_name(r, s->algorithm, sizeof s->algorithm);
     for (size_t k = 0; k < 16; k++)
-        ops[k] = (remat_op){(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r) % 10};
+        ops[k] = (remat_op){(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r) % 10,
+                            (uint8_t)(byte(r) % 5)};
     unsigned b = byte(r);
     s->n_ops = b % 17;
     s->cap = b & 0x20 ? 0 : 16;
@@ -179,12 +204,15 @@ static void schedule_calls(reader *r, remat_schedule *s) {
     }
     status_ok(remat_schedule_save(s, "/dev/null", &e), &e);
     char text[REMAT_OP_TEXT_MAX];
-    remat_op op = {(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r)};
+    remat_op op = {(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r),
+                   (uint8_t)(byte(r) & 1 ? 0 : byte(r))};
     remat_op_format(op, text);
     remat_op back;
+    /* "/k" is written for an F or B op and read back for Fall only */
     if (op.kind <= REMAT_OP_WAIT && op.value <= REMAT_VALUE_ABAR &&
         remat_op_parse(text, &back, &e) == REMAT_OK)
-        CHECK(back.kind == op.kind && back.index == op.index);
+        CHECK(back.kind == op.kind && back.index == op.index &&
+              (back.option == op.option || op.kind > REMAT_OP_B));
     remat_schedule *grown = NULL;
     CHECK(remat_schedule_create(byte(r) & 1 ? NULL : "fuzz", &grown, &e) == REMAT_OK);
     for (int k = 0; k < 3; k++) CHECK(remat_schedule_push(grown, op, &e) == REMAT_OK);
@@ -318,11 +346,12 @@ static void text_calls(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
     remat_stage stages[8];
+    remat_stage_option opts[3 * 8];
     remat_chain c;
     remat_op ops[16];
     remat_schedule s;
     remat_join_problem p;
-    make_chain(&r, &c, stages);
+    make_chain(&r, &c, stages, opts);
     make_schedule(&r, &s, ops);
     make_problem(&r, &p);
     switch (byte(&r) % 4) {

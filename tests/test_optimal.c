@@ -226,8 +226,10 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 for (size_t j = 0; j <= c->n; j++)
                     mem += v2[j] == REMAT__HELD_A ? remat_chain_a_bytes(c, j)
                            : v2[j] == REMAT__HELD_ABAR ? remat_chain_abar_bytes(c, j) : 0;
-                remat__sim_state st = {v2, dh, mem, next};
-                remat_op op = {(uint8_t)kind, 0, i};
+                uint8_t o2[8] = {0}; /* no partial saves here */
+                remat__sim_state st = {
+                    .val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
+                remat_op op = {(uint8_t)kind, 0, i, 0};
                 uint64_t during;
                 double t;
                 char why[128];

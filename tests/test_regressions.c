@@ -70,11 +70,11 @@ static void large_total_simulates_without_wrap(void) {
     remat_schedule *sc = NULL;
     ASSERT_STATUS(remat_schedule_create("t", &sc, &e), REMAT_OK);
     for (uint32_t i = 1; i <= 100; i++) {
-        remat_op op = {REMAT_OP_FALL, 0, i};
+        remat_op op = {REMAT_OP_FALL, 0, i, 0};
         ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
     }
     for (uint32_t i = 100; i >= 1; i--) {
-        remat_op op = {REMAT_OP_B, 0, i};
+        remat_op op = {REMAT_OP_B, 0, i, 0};
         ASSERT_STATUS(remat_schedule_push(sc, op, &e), REMAT_OK);
     }
     remat_sim_result *r = NULL;
@@ -105,8 +105,9 @@ static void infinite_time_writes_valid_json(void) {
     ASSERT_STATUS(remat_chain_create("slow", 1, 1, st, 2, &c, &e), REMAT_OK);
     remat_schedule *s = NULL;
     ASSERT_STATUS(remat_schedule_create("t", &s, &e), REMAT_OK);
-    const remat_op ops[] = {{REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 1}, {REMAT_OP_FALL, 0, 1},
-                            {REMAT_OP_FALL, 0, 2}, {REMAT_OP_B, 0, 2}, {REMAT_OP_B, 0, 1}};
+    const remat_op ops[] = {{REMAT_OP_FALL, 0, 1, 0}, {REMAT_OP_FALL, 0, 1, 0},
+                            {REMAT_OP_FALL, 0, 1, 0}, {REMAT_OP_FALL, 0, 2, 0},
+                            {REMAT_OP_B, 0, 2, 0},    {REMAT_OP_B, 0, 1, 0}};
     for (size_t k = 0; k < 6; k++) ASSERT_STATUS(remat_schedule_push(s, ops[k], &e), REMAT_OK);
     for (int timeline = 0; timeline < 2; timeline++) {
         remat_sim_options o;

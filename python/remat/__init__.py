@@ -33,6 +33,7 @@ __all__ = ["Chain", "Schedule", "SimResult", "Plan", "solve", "simulate", "plan"
 
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")
+_OPTION_FIELDS = ("saved_bytes", "fall_overhead", "bwd_time", "bwd_overhead")
 
 
 Size = int | float | str
@@ -135,8 +136,12 @@ class Chain:
     """A validated chain (SPEC section 1), owned by libremat.
 
     Build one from stage dicts (the last stage is the loss), from JSON, or from
-    a file. `meta` holds extra top-level JSON fields (e.g. "profile"); the C
-    library ignores them, save() writes them back.
+    a file. A stage dict has the fields of a stage in docs/formats.md,
+    optionally "fall_overhead" and "options" (a list of partial saves, each a
+    dict with "saved_bytes", "bwd_time", and optionally "fall_overhead",
+    "bwd_overhead", "name"); .stages gives them back where a stage has them.
+    `meta` holds extra top-level JSON fields (e.g. "profile"); the C library
+    ignores them, save() writes them back.
     """
 
     def __init__(self, stages: Iterable[Mapping[str, Any]], input_bytes: int,
@@ -229,6 +234,10 @@ class Chain:
             s = c.stages[i]
             d: dict[str, Any] = {"name": s.name.decode()}
             d.update({f: (float if "time" in f else int)(getattr(s, f)) for f in _STAGE_FIELDS})
+            if s.has_fall_overhead:
+                d["fall_overhead"] = int(s.fall_overhead)
+            if s.n_options:
+                d["options"] = [_option_dict(s.options[k]) for k in range(s.n_options)]
             out.append(d)
         return out
 
@@ -237,6 +246,12 @@ class Chain:
 
     def __repr__(self) -> str:
         return "<remat.Chain %r: %d stages>" % (self.name, self.n)
+
+
+def _option_dict(o: _lib.StageOption) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": o.name.decode()}
+    d.update({f: (float if "time" in f else int)(getattr(o, f)) for f in _OPTION_FIELDS})
+    return d
 
 
 class Schedule:
@@ -249,7 +264,7 @@ class Schedule:
 
     @classmethod
     def from_ops(cls, ops: Iterable[str], algorithm: str = "hand") -> Schedule:
-        """A schedule from op texts such as ["Fall 1", "B 2", ...]."""
+        """A schedule from op texts such as ["Fall 1", "Fall 2/1", "B 2", ...]."""
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
         _call(_lib.lib.remat_schedule_create, _text(algorithm, "algorithm"), ctypes.byref(ptr))
         self = cls(ptr)
@@ -421,20 +436,23 @@ _REF_KIND = {0: "a", 1: "abar", 2: "d"}
 
 
 class Step:
-    """One planned op: .op (text), .kind ("Fn", "Fck", "Fall", "B", "Del",
-    "Off", "Pre", "Wait"), .index (its stage or value index), .pos (its place
-    in the plan), .reads/.creates/.frees as ("a"|"abar"|"d", i) pairs,
-    .mem_during/.mem_after, .start/.end (simulated times) and .copy_at: for
-    Off, the step before which the value's device copy is released; for Pre,
-    the step before which the prefetch starts (include/remat/exec.h)."""
+    """One planned op: .op (text, e.g. "Fall 3/2"), .kind ("Fn", "Fck",
+    "Fall", "B", "Del", "Off", "Pre", "Wait"), .index (its stage or value
+    index), .option (the partial save: for Fall the one it makes, for B the
+    one of the abar it consumes; 0 = the full save and for other ops), .pos
+    (its place in the plan), .reads/.creates/.frees as ("a"|"abar"|"d", i)
+    pairs, .mem_during/.mem_after, .start/.end (simulated times) and .copy_at:
+    for Off, the step before which the value's device copy is released; for
+    Pre, the step before which the prefetch starts (include/remat/exec.h)."""
 
-    __slots__ = ("op", "kind", "index", "pos", "reads", "creates", "frees", "mem_during",
-                 "mem_after", "start", "end", "copy_at")
+    __slots__ = ("op", "kind", "index", "option", "pos", "reads", "creates", "frees",
+                 "mem_during", "mem_after", "start", "end", "copy_at")
 
     def __init__(self, st: _lib.ExecStep, pos: int) -> None:
         self.op = _lib.op_text(st.op)
         self.kind = self.op.split()[0]
         self.index = int(st.op.index)
+        self.option = int(st.option)
         self.pos = pos
         self.reads = [(_REF_KIND[r.kind], int(r.index)) for r in st.reads[:st.n_reads]]
         self.creates = [(_REF_KIND[r.kind], int(r.index)) for r in st.creates[:st.n_creates]]

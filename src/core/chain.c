@@ -1,5 +1,6 @@
 /* The chain model: creation, validation and size accessors. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -38,6 +39,35 @@ static remat_status check_bytes(uint64_t v, const char *src, size_t i, const cha
     return REMAT_OK;
 }
 
+/* "options[k].field", the name of a field of option k + 1 in messages. */
+static const char *option_field(char *buf, size_t cap, size_t k, const char *field) {
+    snprintf(buf, cap, "options[%zu].%s", k, field);
+    return buf;
+}
+
+/* Validates option k (index k counts from 0, as in the JSON array: it is
+ * option k + 1) of stage i. */
+static remat_status check_option(const remat_stage *s, const char *src, size_t i, size_t k,
+                                 remat_error *err) {
+    const remat_stage_option *o = &s->options[k];
+    char f[64];
+    REMAT__RETURN_IF(!memchr(o->name, '\0', sizeof o->name), err, REMAT_E_INPUT,
+                     "%s: stages[%zu].options[%zu].name: not terminated within %d bytes", src, i,
+                     k, REMAT_OPTION_NAME_MAX);
+    REMAT__FORWARD(check_time(o->bwd_time, src, i, option_field(f, sizeof f, k, "bwd_time"), err));
+    REMAT__FORWARD(
+        check_bytes(o->saved_bytes, src, i, option_field(f, sizeof f, k, "saved_bytes"), err));
+    REMAT__FORWARD(
+        check_bytes(o->fall_overhead, src, i, option_field(f, sizeof f, k, "fall_overhead"), err));
+    REMAT__FORWARD(
+        check_bytes(o->bwd_overhead, src, i, option_field(f, sizeof f, k, "bwd_overhead"), err));
+    REMAT__RETURN_IF(o->saved_bytes < s->out_bytes, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].options[%zu].saved_bytes: %llu is less than out_bytes %llu",
+                     src, i, k, (unsigned long long)o->saved_bytes,
+                     (unsigned long long)s->out_bytes);
+    return REMAT_OK;
+}
+
 /* Validates one stage (index i counts from 0, as in the JSON array). */
 remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t i,
                                    remat_error *err) {
@@ -48,9 +78,18 @@ remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t
     REMAT__FORWARD(check_bytes(s->grad_bytes, src, i, "grad_bytes", err));
     REMAT__FORWARD(check_bytes(s->fwd_overhead, src, i, "fwd_overhead", err));
     REMAT__FORWARD(check_bytes(s->bwd_overhead, src, i, "bwd_overhead", err));
+    if (s->has_fall_overhead)
+        REMAT__FORWARD(check_bytes(s->fall_overhead, src, i, "fall_overhead", err));
     REMAT__RETURN_IF(s->saved_bytes < s->out_bytes, err, REMAT_E_INPUT,
                      "%s: stages[%zu].saved_bytes: %llu is less than out_bytes %llu", src, i,
                      (unsigned long long)s->saved_bytes, (unsigned long long)s->out_bytes);
+    REMAT__RETURN_IF(s->n_options > REMAT_MAX_OPTIONS, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].options: %zu options, more than the limit of %u", src, i,
+                     s->n_options, REMAT_MAX_OPTIONS);
+    REMAT__RETURN_IF(s->n_options && !s->options, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].options: %zu options but no option array", src, i,
+                     s->n_options);
+    for (size_t k = 0; k < s->n_options; k++) REMAT__FORWARD(check_option(s, src, i, k, err));
     return REMAT_OK;
 }
 
@@ -64,6 +103,11 @@ static int total_fits(uint64_t input_bytes, uint64_t input_grad_bytes, const rem
     for (size_t i = 0; i < n && total < cap; i++) {
         const remat_stage *s = &stages[i];
         total += s->saved_bytes + s->grad_bytes + s->fwd_overhead + s->bwd_overhead;
+        if (s->has_fall_overhead) total += s->fall_overhead;
+        /* each option's sizes, so that any choice of options stays in the bound */
+        for (size_t k = 0; k < s->n_options && total < cap; k++)
+            total += s->options[k].saved_bytes + s->options[k].fall_overhead +
+                     s->options[k].bwd_overhead;
     }
     return total < cap;
 }
@@ -86,6 +130,7 @@ static remat_status check_chain(const char *src, uint64_t input_bytes, uint64_t 
     for (size_t i = 0; i < n; i++) {
         REMAT__FORWARD(remat__stage_validate(&stages[i], src, i, err));
         total += stages[i].fwd_time + stages[i].bwd_time;
+        for (size_t k = 0; k < stages[i].n_options; k++) total += stages[i].options[k].bwd_time;
     }
     /* Each time is finite, but their sum may not be: then no time computed
      * from this chain could be written or compared. */
@@ -124,7 +169,24 @@ remat_status remat_chain_create(const char *name, uint64_t input_bytes, uint64_t
     remat_stage *st = remat__calloc(n, sizeof *st);
     REMAT__RETURN_IF(!st, err, REMAT_E_NOMEM, "chain: out of memory for %zu stages", n);
     memcpy(st, stages, n * sizeof *st);
+    for (size_t i = 0; i < n; i++) st[i].options = NULL; /* the caller's: copied below */
+    for (size_t i = 0; i < n; i++) {
+        if (!stages[i].n_options) continue;
+        st[i].options = remat__calloc(stages[i].n_options, sizeof *st[i].options);
+        if (!st[i].options) {
+            remat__stages_free(st, n);
+            return remat__fail(err, REMAT_E_NOMEM, "chain: out of memory for the options of "
+                               "stages[%zu]", i);
+        }
+        memcpy(st[i].options, stages[i].options, stages[i].n_options * sizeof *st[i].options);
+    }
     return remat__chain_adopt("chain", name, input_bytes, input_grad_bytes, st, n, out, err);
+}
+
+void remat__stages_free(remat_stage *stages, size_t n) {
+    if (!stages) return;
+    for (size_t i = 0; i < n; i++) free(stages[i].options);
+    free(stages);
 }
 
 remat_status remat__chain_adopt(const char *src, const char *name, uint64_t input_bytes,
@@ -135,10 +197,18 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
     remat_chain *c = s == REMAT_OK ? calloc(1, sizeof *c) : NULL;
     if (s == REMAT_OK && !c) s = remat__fail(err, REMAT_E_NOMEM, "chain: out of memory");
     if (s != REMAT_OK) {
-        free(stages);
+        remat__stages_free(stages, n);
         return s;
     }
-    for (size_t i = 0; i < n; i++) stages[i].name[REMAT_NAME_MAX - 1] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        stages[i].name[REMAT_NAME_MAX - 1] = '\0';
+        if (!stages[i].has_fall_overhead) stages[i].fall_overhead = stages[i].fwd_overhead;
+        stages[i].has_fall_overhead = stages[i].has_fall_overhead != 0;
+        if (!stages[i].n_options) {
+            free(stages[i].options);
+            stages[i].options = NULL;
+        }
+    }
     stages[n - 1].grad_bytes = 0; /* the seed d[n] counts 0 */
     remat__strlcpy(c->name, name ? name : "", sizeof c->name);
     remat__strlcpy(c->time_unit, "", sizeof c->time_unit);
@@ -152,6 +222,6 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
 
 void remat_chain_free(remat_chain *c) {
     if (!c) return;
-    free(c->stages);
+    remat__stages_free(c->stages, c->n);
     free(c);
 }

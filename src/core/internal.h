@@ -74,6 +74,42 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
                                 uint64_t input_grad_bytes, remat_stage *stages, size_t n,
                                 remat_chain **out, remat_error *err);
 
+/* Frees n stages and their option arrays (chain.c). */
+void remat__stages_free(remat_stage *stages, size_t n);
+
+/* The temporary bytes of Fall i: fall_overhead when the stage sets it, else
+ * fwd_overhead (SPEC section 1's default). */
+static inline uint64_t remat__fall_overhead(const remat_stage *s) {
+    return s->has_fall_overhead ? s->fall_overhead : s->fwd_overhead;
+}
+
+/* What saving stage s with option k costs (k = 0: the full save, the
+ * stage's own fields; 1 <= k <= n_options: options[k-1]). A k past
+ * n_options reads as 0: callers check k first (the simulator does). */
+typedef struct remat__save {
+    uint64_t saved_bytes;   /* size of the abar it makes */
+    uint64_t fall_overhead; /* temporary bytes of Fall i/k */
+    uint64_t bwd_overhead;  /* temporary bytes of the B consuming it */
+    double bwd_time;        /* time of that B */
+} remat__save;
+
+static inline remat__save remat__stage_save(const remat_stage *s, unsigned k) {
+    remat__save v;
+    if (k == 0 || k > s->n_options) {
+        v.saved_bytes = s->saved_bytes;
+        v.fall_overhead = remat__fall_overhead(s);
+        v.bwd_overhead = s->bwd_overhead;
+        v.bwd_time = s->bwd_time;
+    } else {
+        const remat_stage_option *o = &s->options[k - 1];
+        v.saved_bytes = o->saved_bytes;
+        v.fall_overhead = o->fall_overhead;
+        v.bwd_overhead = o->bwd_overhead;
+        v.bwd_time = o->bwd_time;
+    }
+    return v;
+}
+
 /* Checks a struct a caller hands in, so that no public function reads out of
  * bounds or past a missing NUL on a struct the caller built or changed:
  * a chain as remat_chain_create would accept it (chain.c); a schedule with

@@ -55,6 +55,9 @@ void remat_op_format(remat_op op, char out[REMAT_OP_TEXT_MAX]) {
     if (!out) return;
     if (op.kind > REMAT_OP_WAIT) {
         snprintf(out, REMAT_OP_TEXT_MAX, "?");
+    } else if (op.kind <= REMAT_OP_B && op.option) {
+        snprintf(out, REMAT_OP_TEXT_MAX, "%s %u/%u", op_names[op.kind], (unsigned)op.index,
+                 (unsigned)op.option);
     } else if (op.kind <= REMAT_OP_B) {
         snprintf(out, REMAT_OP_TEXT_MAX, "%s %u", op_names[op.kind], (unsigned)op.index);
     } else {
@@ -87,10 +90,19 @@ remat_status remat_op_parse(const char *text, remat_op *out, remat_error *err) {
         if (strlen(op_names[k]) == klen && memcmp(op_names[k], text, klen) == 0) kind = k;
     REMAT__RETURN_IF(kind < 0, err, REMAT_E_INPUT, "op \"%.40s\": unknown op kind", text);
     const char *p = sp + 1, *end = NULL;
-    remat_op op = {(uint8_t)kind, 0, 0};
+    remat_op op = {(uint8_t)kind, 0, 0, 0};
     if (kind <= REMAT_OP_B) {
-        REMAT__RETURN_IF(!parse_index(p, &end, &op.index) || *end, err, REMAT_E_INPUT,
-                         "op \"%.40s\": expected a stage number", text);
+        REMAT__RETURN_IF(!parse_index(p, &end, &op.index) || (*end && *end != '/'), err,
+                         REMAT_E_INPUT, "op \"%.40s\": expected a stage number", text);
+        if (*end == '/') {
+            uint32_t k = 0;
+            REMAT__RETURN_IF(kind != REMAT_OP_FALL, err, REMAT_E_INPUT,
+                             "op \"%.40s\": only Fall takes an option (\"Fall i/k\")", text);
+            REMAT__RETURN_IF(!parse_index(end + 1, &end, &k) || *end || k > UINT8_MAX, err,
+                             REMAT_E_INPUT, "op \"%.40s\": expected an option number 0..%d "
+                             "after the '/'", text, UINT8_MAX);
+            op.option = (uint8_t)k;
+        }
     } else {
         if (strncmp(p, "abar[", 5) == 0) {
             op.value = REMAT_VALUE_ABAR;

@@ -35,7 +35,8 @@ const char *remat_strerror(remat_status s) {
 
 /* Every public struct, for remat_sizeof(). */
 #define REMAT__PUBLIC_STRUCTS(X)                                                                   \
-    X(remat_error) X(remat_stage) X(remat_chain) X(remat_op) X(remat_schedule)                    \
+    X(remat_error) X(remat_stage_option) X(remat_stage) X(remat_chain) X(remat_op)                \
+    X(remat_schedule)                                                                              \
     X(remat_solve_options) X(remat_curve_point) X(remat_curve) X(remat_sim_options)               \
     X(remat_sim_event) X(remat_sim_mem_point) X(remat_sim_result) X(remat_exec_ref)               \
     X(remat_exec_step) X(remat_exec_plan) X(remat_join_problem) X(remat_join_op)                  \

@@ -35,6 +35,7 @@ typedef struct rv_costs {
     size_t n;
     double *fwd, *bwd, *pf;           /* [n+1] by stage; pf[k] = fwd[1] + .. + fwd[k] */
     uint64_t *a, *abar, *d, *fo, *bo; /* [n+1] by value or stage index */
+    uint64_t *fa;                     /* [n+1] Fall's overhead (fall_overhead) */
     double *dblock;
     uint64_t *ublock;
 } rv_costs;
@@ -92,17 +93,18 @@ static void costs_uniform_times(rv_costs *m) {
 
 /* The largest of each kind; the seed d[n] stays 0 and a[n] is never used. */
 static void costs_uniform_sizes(rv_costs *m) {
-    uint64_t a = 0, ab = 0, d = 0, fo = 0, bo = 0;
+    uint64_t a = 0, ab = 0, d = 0, fo = 0, bo = 0, fa = 0;
     for (size_t l = 0; l < m->n; l++) a = max_u64(a, m->a[l]), d = max_u64(d, m->d[l]);
     for (size_t l = 1; l <= m->n; l++) {
         ab = max_u64(ab, m->abar[l]);
         fo = max_u64(fo, m->fo[l]);
         bo = max_u64(bo, m->bo[l]);
+        fa = max_u64(fa, m->fa[l]);
     }
     for (size_t l = 0; l <= m->n; l++) {
         m->a[l] = a;
         if (l < m->n) m->d[l] = d;
-        if (l >= 1) m->abar[l] = ab, m->fo[l] = fo, m->bo[l] = bo;
+        if (l >= 1) m->abar[l] = ab, m->fo[l] = fo, m->bo[l] = bo, m->fa[l] = fa;
     }
 }
 
@@ -112,14 +114,14 @@ static remat_status costs_init(rv_costs *m, const remat_chain *c, remat_revolve_
     memset(m, 0, sizeof *m);
     m->n = c->n;
     m->dblock = remat__calloc(n1, 3 * sizeof(double));
-    m->ublock = remat__calloc(n1, 5 * sizeof(uint64_t));
+    m->ublock = remat__calloc(n1, 6 * sizeof(uint64_t));
     if (!m->dblock || !m->ublock) {
         costs_free(m);
         return remat__fail(err, REMAT_E_NOMEM, "revolve: out of memory for stage costs");
     }
     m->fwd = m->dblock, m->bwd = m->fwd + n1, m->pf = m->bwd + n1;
     m->a = m->ublock, m->abar = m->a + n1, m->d = m->abar + n1, m->fo = m->d + n1;
-    m->bo = m->fo + n1;
+    m->bo = m->fo + n1, m->fa = m->bo + n1;
     for (size_t l = 0; l <= c->n; l++) {
         m->a[l] = remat_chain_a_bytes(c, l);
         m->d[l] = remat_chain_d_bytes(c, l);
@@ -128,6 +130,7 @@ static remat_status costs_init(rv_costs *m, const remat_chain *c, remat_revolve_
         m->abar[l] = st->saved_bytes;
         m->fo[l] = st->fwd_overhead;
         m->bo[l] = st->bwd_overhead;
+        m->fa[l] = remat__fall_overhead(st); /* options are not used: Fall saves all */
         m->fwd[l] = st->fwd_time;
         m->bwd[l] = st->bwd_time;
     }
@@ -145,7 +148,7 @@ static uint64_t fwd_step(const rv_costs *m, size_t i, size_t l) {
 
 /* "Fall t, B t" with d[t] and h bytes of a[t-1] held (h = 0: a[t-1] is outside). */
 static uint64_t back_step(const rv_costs *m, size_t t, uint64_t h) {
-    return m->d[t] + h + m->abar[t] + max_u64(m->fo[t], m->d[t - 1] + m->bo[t]);
+    return m->d[t] + h + m->abar[t] + max_u64(m->fa[t], m->d[t - 1] + m->bo[t]);
 }
 
 /* ---- bounds: lo, hi and the quadratic plan of every (i, j) ---- */
@@ -494,7 +497,7 @@ static remat_status emit_sweep(rv_emit *e, size_t i, size_t j, size_t k, uint64_
 static remat_status emit_back(rv_emit *e, size_t t, uint64_t h, uint64_t outside) {
     const rv_costs *m = e->real;
     uint64_t base = sat_add_u64(outside, m->d[t] + h + m->abar[t]);
-    REMAT__FORWARD(emit(e, REMAT_OP_FALL, t, sat_add_u64(base, m->fo[t])));
+    REMAT__FORWARD(emit(e, REMAT_OP_FALL, t, sat_add_u64(base, m->fa[t])));
     return emit(e, REMAT_OP_B, t, sat_add_u64(base, m->d[t - 1] + m->bo[t]));
 }
 

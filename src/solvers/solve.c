@@ -37,13 +37,13 @@ void remat_solve_options_init(remat_solve_options *o) {
 }
 
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err) {
-    remat_op op = {(uint8_t)kind, 0, index};
+    remat_op op = {(uint8_t)kind, 0, index, 0};
     return remat_schedule_push(s, op, err);
 }
 
 remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
                                uint32_t index, remat_error *err) {
-    remat_op op = {(uint8_t)kind, (uint8_t)v, index};
+    remat_op op = {(uint8_t)kind, (uint8_t)v, index, 0};
     return remat_schedule_push(s, op, err);
 }
 

@@ -94,6 +94,43 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(s2.ops, s.ops)
         self.assertEqual(s2.peak_bytes, s.peak_bytes)
 
+    def test_partial_saves(self):
+        stages = [{"name": "block", "fwd_time": 1, "bwd_time": 2, "out_bytes": 10,
+                   "saved_bytes": 100, "fall_overhead": 3,
+                   "options": [{"name": "matmuls", "saved_bytes": 40, "bwd_time": 5,
+                                "bwd_overhead": 3},
+                               {"saved_bytes": 20, "bwd_time": 6}]},
+                  {"name": "loss", "fwd_time": 1, "bwd_time": 2, "out_bytes": 1,
+                   "saved_bytes": 30}]
+        c = remat.Chain(stages, 5)
+        st = c.stages
+        self.assertEqual(st[0]["fall_overhead"], 3)
+        self.assertEqual(st[0]["options"][0], {"name": "matmuls", "saved_bytes": 40,
+                                               "fall_overhead": 0, "bwd_time": 5.0,
+                                               "bwd_overhead": 3})
+        self.assertEqual(st[0]["options"][1]["name"], "")
+        self.assertNotIn("fall_overhead", st[1])  # only where a stage has it
+        self.assertNotIn("options", st[1])
+        self.assertEqual(remat.Chain.from_json(c.to_json()).stages, st)
+        # the stages given back build the same chain
+        self.assertEqual(remat.Chain(st, 5).to_json(), c.to_json())
+        s = remat.solve(c, 60, algorithm="exact")
+        self.assertIn("Fall 1/2", s.ops)
+        p = remat.plan(c, s)
+        fall = next(x for x in p.steps if x.kind == "Fall" and x.index == 1)
+        back = next(x for x in p.steps if x.kind == "B" and x.index == 1)
+        self.assertEqual((fall.op, fall.option, back.option), ("Fall 1/2", 2, 2))
+        self.assertEqual(remat.Schedule.from_json(s.to_json()).ops, s.ops)
+        r = remat.simulate(c, remat.Schedule.from_ops(["Fall 1/3", "Fall 2", "B 2", "B 1"]))
+        self.assertFalse(r.valid)
+        self.assertIn("no option 3", r.reason)
+        bad = [dict(stages[0], options=[{"saved_bytes": 1, "bwd_time": 1}]), stages[1]]
+        with self.assertRaises(remat.InputError) as cm:
+            remat.Chain(bad, 5)
+        self.assertIn("stages[0].options[0].saved_bytes", str(cm.exception))
+        with self.assertRaises(remat.InputError):
+            remat.Schedule.from_ops(["B 1/1"])
+
 
 if __name__ == "__main__":
     unittest.main()
