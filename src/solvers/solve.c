@@ -29,68 +29,6 @@ remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat
                        name);
 }
 
-void remat_solve_options_init(remat_solve_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->algorithm = REMAT_ALG_OPTIMAL;
-    o->slots = -1;
-}
-
-remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err) {
-    remat_op op = {(uint8_t)kind, 0, index};
-    return remat_schedule_push(s, op, err);
-}
-
-remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
-                               uint32_t index, remat_error *err) {
-    remat_op op = {(uint8_t)kind, (uint8_t)v, index};
-    return remat_schedule_push(s, op, err);
-}
-
-remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, double bandwidth,
-                                     remat_error *err) {
-    remat_sim_options so;
-    remat_sim_options_init(&so);
-    so.bandwidth = bandwidth;
-    remat_sim_result *r = NULL;
-    REMAT__FORWARD(remat_simulate(c, s, &so, &r, err));
-    remat_status st = REMAT_OK;
-    if (!r->valid)
-        st = remat__fail(err, REMAT_E_INTERNAL, "%s produced an invalid schedule: op %zu (%s): %s",
-                         s->algorithm, r->failed_op, r->failed_op_text, r->reason);
-    else {
-        s->time = r->time;
-        s->peak_bytes = r->peak_bytes;
-    }
-    remat_sim_result_free(r);
-    return st;
-}
-
-double remat__max_seconds(const remat_solve_options *o) {
-    if (o->max_seconds < 0) return INFINITY;
-    return o->max_seconds > 0 ? o->max_seconds : REMAT_DEFAULT_MAX_SECONDS;
-}
-
-remat_status remat__check_time(const remat_solve_options *o, double seconds, const char *what,
-                               const char *hint, remat_error *err) {
-    double limit = remat__max_seconds(o);
-    REMAT__RETURN_IF(!(seconds <= limit), err, REMAT_E_TOO_LARGE,
-                     "%s: estimated to take about %.3g s, more than the limit of %.3g s; %s, or "
-                     "raise the limit (--max-time, max_seconds)",
-                     what, seconds, limit, hint);
-    return REMAT_OK;
-}
-
-double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds) {
-    unsigned k = remat__threads(o->threads);
-    return one_core_seconds / (k > 1 ? 0.8 * k : 1.0);
-}
-
-void remat__progress(const remat_solve_options *o, double done, const char *what) {
-    if (!o->progress) return;
-    o->progress(o->progress_arg, done < 0 ? 0 : done > 1 ? 1 : done, what);
-}
-
 static int is_offload(remat_algorithm a) {
     return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
            a == REMAT_ALG_AUTOCAPPER;
@@ -213,21 +151,6 @@ static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint6
         if (hard_err) *hard_err = e;
     }
     return st == REMAT_OK;
-}
-
-remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
-                                  remat_error *err) {
-    remat__clear(err);
-    REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
-    remat_solve_options o;
-    remat_solve_options_init(&o);
-    o.memory = REMAT_MAX_BYTES - 1;
-    remat_schedule *s = NULL;
-    REMAT__FORWARD(remat__solve_store_all(c, &o, &s, err));
-    if (peak_bytes) *peak_bytes = s->peak_bytes;
-    if (time) *time = s->time;
-    remat_schedule_free(s);
-    return REMAT_OK;
 }
 
 /* The exact search finds the smallest feasible peak itself when a limit is too
@@ -484,10 +407,4 @@ remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options
         REMAT__FORWARD(curve_by_sweep(c, o, max_points, out, err));
     drop_infinite_points(*out);
     return REMAT_OK;
-}
-
-void remat_curve_free(remat_curve *curve) {
-    if (!curve) return;
-    free(curve->points);
-    free(curve);
 }

@@ -1,5 +1,7 @@
-/* Private solver entry points. Each lives in the file named after its paper's
- * algorithm; remat_solve() in solve.c dispatches and checks the result. */
+/* Private solver entry points and the helpers they share. Each solver lives
+ * in the file named after its paper's algorithm; remat_solve() in solve.c
+ * dispatches and checks the result; the helpers are in solver_util.c, so
+ * the solvers never call back into the dispatcher. */
 #ifndef REMAT_SOLVERS_INTERNAL_H
 #define REMAT_SOLVERS_INTERNAL_H
 
@@ -29,7 +31,7 @@ remat_status remat__curve_optimal(const remat_chain *, const remat_solve_options
 remat_status remat__min_memory_optimal(const remat_chain *, const remat_solve_options *, uint64_t *out,
                                        remat_error *);
 
-/* solve.c: the time limit. remat__check_time refuses (REMAT_E_TOO_LARGE,
+/* solver_util.c: the time limit. remat__check_time refuses (REMAT_E_TOO_LARGE,
  * naming `what`, the estimate and `hint`) work estimated above o's limit;
  * remat__parallel_seconds turns one core's seconds into wall seconds on
  * o->threads workers. */
@@ -51,12 +53,12 @@ remat_status remat__solve_optimal_ex(const remat_chain *c, const remat_solve_opt
                                      size_t *cells, remat_schedule **out, remat_error *err);
 remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err);
 
-/* Convenience for solvers building schedules. */
+/* solver_util.c: convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
 remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
                                uint32_t index, remat_error *err);
 
-/* Fills time and peak_bytes of s from the simulator; REMAT_E_INTERNAL if the
+/* solver_util.c: fills time and peak_bytes of s from the simulator; REMAT_E_INTERNAL if the
  * schedule is invalid (a solver bug). bandwidth 0 for compute-only schedules. */
 remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, double bandwidth,
                                      remat_error *err);
