@@ -1,7 +1,7 @@
 #!/bin/sh
 # The library's files form no circle: no two object files of libremat.a call
 # into each other, directly or through others (from `nm`: which file defines
-# and which uses each remat_ symbol), and no header of src/ or include/
+# and which uses each global symbol), and no header of src/ or include/
 # includes itself through others. So the dispatcher (solve.c) depends on the
 # solvers and the solvers on their helpers (solver_util.c), never back.
 # $REMAT is build/remat; libremat.a is beside it (object files are named by
@@ -40,7 +40,7 @@ fi
 # Calls between the library's object files.
 if [ -f "$LIB" ] && nm -A "$LIB" >"$T/nm" 2>/dev/null && [ -s "$T/nm" ]; then
     awk '{ n = split($1, p, ":"); f = p[n - 1]; t = $(NF - 1); s = $NF
-           if (s !~ /^remat_/) next
+           if (s ~ /^\./) next
            if (t == "U") use[f " " s] = 1; else if (t ~ /^[TDBRC]$/) def[s] = f }
          END { for (k in use) { split(k, q, " ")
                    if ((q[2] in def) && def[q[2]] != q[1]) print q[1], def[q[2]], q[2] } }' \
