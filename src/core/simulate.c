@@ -86,18 +86,6 @@ remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
     return REMAT_OK;
 }
 
-void remat__buf_json_string(remat__buf *b, const char *s) {
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            remat__buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            remat__buf_printf(b, "\\u%04x", ch);
-        else
-            remat__buf_printf(b, "%c", ch);
-    }
-}
-
 remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err) {
     if (out) *out = NULL; /* on failure too, as documented */
     REMAT__RETURN_IF(!r || !out, err, REMAT_E_INPUT, "remat_sim_result_to_json: NULL argument");
