@@ -20,7 +20,8 @@ bad() { fail=$((fail + 1)); echo "FAIL $1"; sed 's/^/    /' "$T/diff" 2>/dev/nul
 circles() {
     awk '{ node[$1] = 1; node[$2] = 1; r[$1 " " $2] = 1; why[$1 " " $2] = $3 }
     END {
-        for (k in node) for (i in node) if (r[i " " k]) for (j in node) if (r[k " " j]) r[i " " j] = 1
+        for (k in node) for (i in node) if (r[i " " k])
+            for (j in node) if (r[k " " j]) r[i " " j] = 1
         for (i in node) for (j in node) {
             if (i < j && r[i " " j] && r[j " " i]) print "1 " i " <-> " j
             if ((i " " j) in why && r[j " " i]) print "2   " i " -> " j " (" why[i " " j] ")"
@@ -47,7 +48,10 @@ if [ -f "$LIB" ] && nm -A "$LIB" >"$T/nm" 2>/dev/null && [ -s "$T/nm" ]; then
         "$T/nm" | sort -u -k1,2 >"$T/calls"
     objs=$(awk '{print $1; print $2}' "$T/calls" | sort -u | wc -l)
     if [ "$objs" -ge 20 ]; then ok "nm sees the calls between $objs object files"
-    else echo "only $objs object files in $LIB" >"$T/diff"; bad "nm sees the calls between the object files"; fi
+    else
+        echo "only $objs object files in $LIB" >"$T/diff"
+        bad "nm sees the calls between the object files"
+    fi
     circles "$T/calls" >"$T/diff"
     if [ ! -s "$T/diff" ]; then ok "no two library files call into each other"
     else bad "no two library files call into each other"; fi
@@ -71,8 +75,9 @@ for f in $(cd "$ROOT" && find src include -name '*.[ch]' | sort); do
         done
     done
 done >"$T/includes"
-if [ "$(wc -l <"$T/includes")" -ge 40 ]; then ok "the include graph has $(wc -l <"$T/includes") edges"
-else echo "only $(wc -l <"$T/includes") includes found" >"$T/diff"; bad "the include graph is read"; fi
+edges=$(wc -l <"$T/includes")
+if [ "$edges" -ge 40 ]; then ok "the include graph has $edges edges"
+else echo "only $edges includes found" >"$T/diff"; bad "the include graph is read"; fi
 circles "$T/includes" >"$T/diff"
 if [ ! -s "$T/diff" ]; then ok "no header includes itself through others"
 else bad "no header includes itself through others"; fi
