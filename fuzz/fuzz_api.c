@@ -311,6 +311,11 @@ static void text_calls(const uint8_t *data, size_t size) {
     if (remat_algorithm_parse(text, &a, &e) == REMAT_OK)
         CHECK(strcmp(remat_algorithm_name(a), text) == 0);
     (void)remat_algorithm_name((remat_algorithm)(n % 12));
+    /* Out-of-range values answer "?" and 0; every valid one has a line. */
+    remat_algorithm any = (remat_algorithm)(n % 12);
+    int valid = (size_t)any < remat_algorithm_count();
+    CHECK(remat_algorithm_summary(any)[0] && (valid || !remat_algorithm_is_offload(any)));
+    CHECK(valid == (strcmp(remat_algorithm_summary(any), "?") != 0));
     remat_join_op jop;
     status_ok(remat_join_op_parse(text, &jop, &e), &e);
     remat_op op;

@@ -69,11 +69,6 @@ static remat_chain *decode_chain(reader *r, int with_options) {
     return c;
 }
 
-static int is_offload(remat_algorithm a) {
-    return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
-           a == REMAT_ALG_AUTOCAPPER;
-}
-
 static void check_schedule(const remat_chain *c, const remat_schedule *s, uint64_t limit,
                            double bandwidth) {
     remat_sim_options so;
@@ -105,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.revolve_mode = (remat_revolve_mode)(byte(&rd) % 3);
     o.exact_no_del = byte(&rd) & 1;
     o.offload_values = byte(&rd) % 8;
-    if (is_offload(o.algorithm)) o.bandwidth = bandwidths[byte(&rd) % 8];
+    if (remat_algorithm_is_offload(o.algorithm)) o.bandwidth = bandwidths[byte(&rd) % 8];
     /* FUZZ_SKIP=pofo,exact leaves out algorithms with a known open finding. */
     const char *skip = getenv("FUZZ_SKIP");
     if (skip && strstr(skip, remat_algorithm_name(o.algorithm))) return 0;

@@ -1,5 +1,6 @@
 /* Core API: chain creation, op text, solve options, dispatch and store-all. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/testlib.h"
 #include "test.h"
@@ -137,6 +138,46 @@ static remat_chain *three_stage(void) {
     return c;
 }
 
+/* The table of algorithms, as the public functions read it. */
+static void algorithm_table(void) {
+    ASSERT_EQ_U64(remat_algorithm_count(), REMAT_ALG_COUNT_);
+    remat_algorithm x;
+    remat_error e;
+    ASSERT_STATUS(remat_algorithm_parse("magic", &x, &e), REMAT_E_INPUT);
+    remat_chain *c = three_stage();
+    for (size_t a = 0; a < remat_algorithm_count(); a++) {
+        remat_algorithm al = (remat_algorithm)a;
+        ASSERT_CONTAINS(e.message, remat_algorithm_name(al)); /* the refusal lists them all */
+        ASSERT_TRUE(strlen(remat_algorithm_summary(al)) > 10);
+        int offload = al == REMAT_ALG_POFO || al == REMAT_ALG_OFFLOAD_ONLY ||
+                      al == REMAT_ALG_OPPORTUNIST || al == REMAT_ALG_AUTOCAPPER;
+        ASSERT_EQ_INT(remat_algorithm_is_offload(al), offload);
+        /* every offload algorithm but pofo (rematerialization alone then) needs a link */
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = al;
+        o.memory = 1000;
+        remat_schedule *s = NULL;
+        remat_error se;
+        remat_status st = remat_solve(c, &o, &s, &se);
+        if (offload && al != REMAT_ALG_POFO) {
+            ASSERT_STATUS(st, REMAT_E_INPUT);
+            ASSERT_CONTAINS(se.message, "needs a bandwidth");
+        } else {
+            ASSERT_STATUS(st, REMAT_OK);
+        }
+        remat_schedule_free(s);
+        for (size_t b = 0; b < a; b++)
+            ASSERT_TRUE(strcmp(remat_algorithm_name(al), remat_algorithm_name((remat_algorithm)b)));
+    }
+    remat_chain_free(c);
+    remat_algorithm out = (remat_algorithm)REMAT_ALG_COUNT_;
+    ASSERT_TRUE(strcmp(remat_algorithm_name(out), "?") == 0);
+    ASSERT_TRUE(strcmp(remat_algorithm_summary(out), "?") == 0);
+    ASSERT_EQ_INT(remat_algorithm_is_offload(out), 0);
+    ASSERT_EQ_INT(remat_algorithm_is_offload((remat_algorithm)-1), 0);
+}
+
 static void store_all_cost_and_schedule(void) {
     remat_chain *c = three_stage();
     ASSERT_TRUE(c != NULL);
@@ -265,6 +306,7 @@ static const test_case cases[] = {
     {"chain_create_options", chain_create_options},
     {"op_text_round_trips", op_text_round_trips},
     {"algorithm_names_round_trip", algorithm_names_round_trip},
+    {"algorithm_table", algorithm_table},
     {"store_all_cost_and_schedule", store_all_cost_and_schedule},
     {"solve_rejects_bad_options", solve_rejects_bad_options},
     {"simulate_rejects_bad_bandwidth", simulate_rejects_bad_bandwidth},

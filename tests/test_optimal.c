@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/sim_core.h"
+#include "solvers/optimal_test.h"
 #include "solvers/solvers_internal.h"
 #include "test.h"
 #include "common/testlib.h"

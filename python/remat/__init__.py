@@ -29,7 +29,7 @@ __all__ = ["Chain", "Schedule", "SimResult", "Plan", "solve", "simulate", "plan"
            "min_memory", "store_all_cost", "RematError", "InputError", "InfeasibleError",
            "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__",
            "curve", "Curve", "timeline", "Timeline", "Event", "join_curve", "JoinCurve",
-           "bandwidth_per_unit"]
+           "bandwidth_per_unit", "algorithms", "offload_algorithms"]
 
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")
@@ -334,6 +334,21 @@ def _chain_ptr(chain: object) -> ctypes._Pointer[_lib.ChainStruct]:
     if not isinstance(chain, Chain):
         raise TypeError("chain: expected a remat.Chain, got %s" % type(chain).__name__)
     return chain._ptr
+
+
+def algorithms() -> tuple[str, ...]:
+    """The names of libremat's algorithms, in its order ("optimal" first): the
+    values solve(), min_memory() and curve() take as `algorithm`."""
+    count = int(_lib.lib.remat_algorithm_count())
+    return tuple(str(_lib.lib.remat_algorithm_name(a).decode()) for a in range(count))
+
+
+def offload_algorithms() -> tuple[str, ...]:
+    """The algorithms whose schedules move values to the host (Off/Pre/Wait,
+    docs/offload.md): they solve for a host link, solve(..., bandwidth=...)."""
+    count = int(_lib.lib.remat_algorithm_count())
+    return tuple(str(_lib.lib.remat_algorithm_name(a).decode()) for a in range(count)
+                 if _lib.lib.remat_algorithm_is_offload(a))
 
 
 def _options(memory: Size | None, algorithm: str, slots: int | None, segments: int | None,

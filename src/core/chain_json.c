@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "json_util.h"
-#include "sim_core.h"
 
 /* Fields of a stage, in the order their absence is reported. */
 enum { F_FWD, F_BWD, F_OUT, F_SAVED, F_GRAD, F_FWD_OV, F_BWD_OV, F_NAME, F_FALL_OV, F_OPTIONS,

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "json_util.h"
-#include "sim_core.h"
 #include "remat/join.h"
 
 #define JOIN_FORMAT "remat-join-1"

@@ -363,3 +363,15 @@ void remat__json_number(remat__buf *b, double v) {
     }
     remat__buf_printf(b, "%s", text);
 }
+
+void remat__buf_json_string(remat__buf *b, const char *s) {
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            remat__buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            remat__buf_printf(b, "\\u%04x", ch);
+        else
+            remat__buf_printf(b, "%c", ch);
+    }
+}

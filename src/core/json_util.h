@@ -80,4 +80,7 @@ int remat__json_member(const char *const *keys, int n, const char *key, unsigned
  * v is not finite (JSON has no infinity). */
 void remat__json_number(remat__buf *b, double v);
 
+/* Escapes s as the inside of a JSON string into b. */
+void remat__buf_json_string(remat__buf *b, const char *s);
+
 #endif

@@ -32,9 +32,6 @@ int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, ui
 /* Marks r invalid at op k (k == n_ops: the schedule ended early) with why. */
 void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why);
 
-/* Escapes s as the inside of a JSON string into b. */
-void remat__buf_json_string(remat__buf *b, const char *s);
-
 /* What the timed simulator decided for one op, for execution plans. */
 typedef struct remat__timed_op {
     double start, end; /* compute op: when it runs; Off/Pre: the copy; Wait, Del: the clock */

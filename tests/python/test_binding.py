@@ -66,6 +66,20 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(cm.exception.min_memory, peak)
         self.assertIn(str(peak), str(cm.exception))
 
+    def test_algorithms_from_the_library(self):
+        names = remat.algorithms()
+        self.assertEqual(names[0], "optimal")
+        self.assertEqual(len(set(names)), len(names))
+        self.assertEqual(remat.offload_algorithms(),
+                         ("pofo", "offload-only", "opportunist", "autocapper"))
+        c = small_chain()
+        peak, _ = remat.store_all_cost(c)
+        for name in names:  # each is a name solve() takes, offload ones with a link
+            bw = 1e9 if name in remat.offload_algorithms() else None
+            s = remat.solve(c, peak, algorithm=name, bandwidth=bw)
+            self.assertEqual(s.algorithm, name)
+            self.assertTrue(remat.simulate(c, s, bandwidth=bw or 0.0).valid)
+
     def test_simulate_reports_invalid(self):
         c = small_chain()
         s = remat.Schedule.from_ops(["Fall 2", "B 4"])

@@ -155,6 +155,14 @@ int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c) {
     return cli_parse_bandwidth(co->bandwidth_text, c, &co->solve.bandwidth);
 }
 
+void cli_print_algorithms(FILE *f) {
+    fprintf(f, "\nalgorithms (-a):\n");
+    for (size_t a = 0; a < remat_algorithm_count(); a++)
+        fprintf(f, "  %-13s %s%s\n", remat_algorithm_name((remat_algorithm)a),
+                remat_algorithm_summary((remat_algorithm)a),
+                remat_algorithm_is_offload((remat_algorithm)a) ? " [offload, -b]" : "");
+}
+
 int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt extra, void *ctx,
                       cli_chain_opts *co, remat_chain **chain) {
     const char *cmd = argv[0], *chain_path = NULL;
@@ -164,6 +172,7 @@ int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt ext
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(help, stdout);
+            cli_print_algorithms(stdout);
             return CLI_OK;
         }
         int rc = extra ? extra(argc, argv, &i, ctx) : -1;
