@@ -63,8 +63,10 @@ static remat_status solve_optimal(const remat_chain *c, const remat_solve_option
                                   size_t *cells, remat_schedule **out, remat_error *err) {
     uint64_t store_peak;
     REMAT__FORWARD(remat_store_all_cost(c, &store_peak, NULL, err));
-    /* Storing everything needs one forward and one backward per stage: optimal. */
-    if (o->memory >= store_peak) return remat__solve_store_all(c, o, out, err);
+    /* Storing everything needs one forward and one backward per stage: optimal,
+     * unless a partial save's backward is faster than the full save's. */
+    if (o->memory >= store_peak && remat__opt_full_is_plain(c))
+        return remat__solve_store_all(c, o, out, err);
     opt_ctx x;
     int fits = 0;
     remat_status st = remat__opt_prepare(&x, c, o, o->memory, &fits, err);

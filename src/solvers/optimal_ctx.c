@@ -8,8 +8,28 @@
 void remat__opt_ctx_free(opt_ctx *x) {
     free(x->a); free(x->ab); free(x->d); free(x->of); free(x->ob); free(x->fnp);
     free(x->lo); free(x->g); free(x->tab); /* lot, off and vwt share lo, g and vw */
-    free(x->pf); free(x->pfb); free(x->vw);
+    free(x->pf); free(x->pfb); free(x->vw); free(x->dtab);
+    free(x->sv0); free(x->sab); free(x->sof); free(x->sob); free(x->sub); free(x->pl);
+    free(x->abx);
     memset(x, 0, sizeof *x);
+}
+
+/* ab, ob (the plain save's) and abx (the largest abar) from the saves. */
+static void plain_sizes(opt_ctx *x) {
+    for (size_t s = 1; s <= x->n; s++) {
+        size_t p = sv(x, s, x->pl[s]);
+        x->ab[s] = x->sab[p];
+        x->ob[s] = x->sob[p];
+        x->abx[s] = 0;
+        for (size_t j = 0; j < nsaves(x, s); j++) x->abx[s] = max2(x->abx[s], x->sab[sv(x, s, j)]);
+    }
+}
+
+int remat__opt_full_is_plain(const remat_chain *c) {
+    for (size_t i = 0; i < c->n; i++)
+        for (size_t k = 0; k < c->stages[i].n_options; k++)
+            if (c->stages[i].options[k].bwd_time < c->stages[i].bwd_time) return 0;
+    return 1;
 }
 
 /* fnp[j] = a[j-1] + a[j] + of[j] from the sizes in units. */
@@ -24,12 +44,20 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
     uint64_t u = slots ? unit_of(slots, mem) : 1;
     x->unit = u;
     for (size_t i = 0; i <= x->n; i++) {
-        uint64_t v[5] = {remat_chain_a_bytes(c, i), i ? remat_chain_abar_bytes(c, i) : 0,
-                         remat_chain_d_bytes(c, i), i ? c->stages[i - 1].fwd_overhead : 0,
-                         i ? c->stages[i - 1].bwd_overhead : 0};
-        for (int k = 0; k < 5; k++) v[k] = sat(v[k] / u + (v[k] % u != 0));
-        x->a[i] = v[0]; x->ab[i] = v[1]; x->d[i] = v[2]; x->of[i] = v[3]; x->ob[i] = v[4];
+        uint64_t v[3] = {remat_chain_a_bytes(c, i), remat_chain_d_bytes(c, i),
+                         i ? c->stages[i - 1].fwd_overhead : 0};
+        for (int k = 0; k < 3; k++) v[k] = sat(v[k] / u + (v[k] % u != 0));
+        x->a[i] = v[0]; x->d[i] = v[1]; x->of[i] = v[2];
     }
+    for (size_t s = 1; s <= x->n; s++)
+        for (size_t j = 0; j < nsaves(x, s); j++) {
+            remat__save v = remat__stage_save(&c->stages[s - 1], (unsigned)j);
+            size_t i = sv(x, s, j);
+            x->sab[i] = sat(v.saved_bytes / u + (v.saved_bytes % u != 0));
+            x->sof[i] = sat(v.fall_overhead / u + (v.fall_overhead % u != 0));
+            x->sob[i] = sat(v.bwd_overhead / u + (v.bwd_overhead % u != 0));
+        }
+    plain_sizes(x);
     fnp_of_sizes(x);
     uint64_t in = remat_chain_a_bytes(c, 0);
     x->budget = mem < in ? 0 : (mem - in) / u;
@@ -49,10 +77,14 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
 static uint64_t lo_of(const opt_ctx *x, size_t s, size_t t, const uint64_t *run) {
     const uint64_t *lo_s = x->lo + IDX(x, s, 1);  /* lo_s[u-1] = lo(s, u) */
     const uint64_t *lo_t = x->lot + IDX(x, t, 1); /* lo_t[u-1] = lo(u, t) */
-    uint64_t best = max2(m_all(x, s, t), sat(x->ab[s] + lo_t[s]));
+    uint64_t best = UINT64_MAX, bneed = UINT64_MAX;
+    for (size_t j = 0; j < nsaves(x, s); j++) {
+        size_t i = sv(x, s, j);
+        best = min2(best, max2(m_all_j(x, s, t, j), sat(x->sab[i] + lo_t[s])));
+        bneed = min2(bneed, sat(x->sab[i] + x->d[s] + x->d[s - 1] + x->sob[i]));
+    }
     uint64_t last = max3(x->d[t] + run[t], x->a[t - 1] + lo_t[t - 1], lo_s[t - 2]);
     if (last < best) best = last;
-    uint64_t bneed = sat(x->ab[s] + x->d[s] + x->d[s - 1] + x->ob[s]);
     if (max3(lo_t[s], bneed, x->d[t] + run[t]) >= best) return best;
     size_t a0 = s + 1, b0 = t; /* the largest s' < t with d[t] + run(s, s') < best */
     while (a0 < b0) {
@@ -73,7 +105,8 @@ static remat_status ctx_bounds(opt_ctx *x, remat_error *err) {
     REMAT__RETURN_IF(!run, err, REMAT_E_NOMEM, "optimal: out of memory");
     for (size_t s = n; s >= 1; s--) {
         size_t ss = IDX(x, s, s);
-        x->lo[ss] = m_all(x, s, s);
+        x->lo[ss] = UINT64_MAX;
+        for (size_t j = 0; j < nsaves(x, s); j++) x->lo[ss] = min2(x->lo[ss], m_all_j(x, s, s, j));
         x->lot[ss] = x->lo[ss];
         /* run[s'] = the need of Fck s, Fn s+1..s'-1 (without d[t]), rising in s' */
         uint64_t r = sat(x->a[s] + x->of[s]);
@@ -107,7 +140,20 @@ remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_
     }
     x->pf = remat__calloc(n1, sizeof(double));
     x->pfb = remat__calloc(n1, sizeof(double));
-    if (!x->pf || !x->pfb) return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+    x->sv0 = remat__calloc(n1 + 1, sizeof(size_t));
+    x->pl = remat__calloc(n1, 1);
+    x->abx = remat__calloc(n1, sizeof(uint64_t));
+    if (!x->pf || !x->pfb || !x->sv0 || !x->pl || !x->abx)
+        return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
+    x->sv0[1] = 0;
+    for (size_t s = 1; s <= c->n; s++) x->sv0[s + 1] = x->sv0[s] + 1 + c->stages[s - 1].n_options;
+    size_t saves = x->sv0[c->n + 1];
+    x->sab = remat__calloc(saves, sizeof(uint64_t));
+    x->sof = remat__calloc(saves, sizeof(uint64_t));
+    x->sob = remat__calloc(saves, sizeof(uint64_t));
+    x->sub = remat__calloc(saves, sizeof(double));
+    if (!x->sab || !x->sof || !x->sob || !x->sub)
+        return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
     uint64_t cap = max_work ? max_work : REMAT_DEFAULT_MAX_WORK_BYTES;
     uint64_t per = (uint64_t)nn * 8;
     REMAT__RETURN_IF(per / 8 != nn || per > cap / 2, err, REMAT_E_TOO_LARGE,
@@ -125,10 +171,18 @@ remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_
     if (e > 1000) e = 1000;
     if (e < -1000) e = -1000;
     x->scale = ldexp(1.0, 20 - e);
+    x->plain_all_full = 1;
     for (size_t i = 1; i <= c->n; i++) {
-        x->pf[i] = x->pf[i - 1] + c->stages[i - 1].fwd_time * x->scale;
-        x->pfb[i] = x->pfb[i - 1] +
-                    (c->stages[i - 1].fwd_time + c->stages[i - 1].bwd_time) * x->scale;
+        const remat_stage *sg = &c->stages[i - 1];
+        for (size_t j = 0; j < nsaves(x, i); j++) { /* the plain save: the least B time */
+            double ub = remat__stage_save(sg, (unsigned)j).bwd_time;
+            x->sub[sv(x, i, j)] = ub * x->scale;
+            if (ub < remat__stage_save(sg, x->pl[i]).bwd_time) x->pl[i] = (uint8_t)j;
+        }
+        if (x->pl[i]) x->plain_all_full = 0;
+        double ub = remat__stage_save(sg, x->pl[i]).bwd_time;
+        x->pf[i] = x->pf[i - 1] + sg->fwd_time * x->scale;
+        x->pfb[i] = x->pfb[i - 1] + (sg->fwd_time + ub) * x->scale;
     }
     return REMAT_OK;
 }
@@ -257,11 +311,17 @@ remat_status remat__opt_ctx_scaled(opt_ctx *y, const opt_ctx *x, int up, uint64_
     REMAT__FORWARD(remat__opt_ctx_init(y, x->c, o->max_work_bytes, err));
     y->label = "optimal: bounds";
     y->unit = sat(x->unit * K);
-    const uint64_t *from[5] = {x->a, x->ab, x->d, x->of, x->ob};
-    uint64_t *to[5] = {y->a, y->ab, y->d, y->of, y->ob};
-    for (int k = 0; k < 5; k++)
+    const uint64_t *from[3] = {x->a, x->d, x->of};
+    uint64_t *to[3] = {y->a, y->d, y->of};
+    for (int k = 0; k < 3; k++)
         for (size_t i = 0; i <= x->n; i++) to[k][i] = from[k][i] / K + (up && from[k][i] % K);
+    const uint64_t *sfrom[3] = {x->sab, x->sof, x->sob};
+    uint64_t *sto[3] = {y->sab, y->sof, y->sob};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < x->sv0[x->n + 1]; i++)
+            sto[k][i] = sfrom[k][i] / K + (up && sfrom[k][i] % K);
     if (!up) y->held_in = x; /* rows cover what the fine rows map to */
+    plain_sizes(y);
     fnp_of_sizes(y);
     y->budget = budget;
     return ctx_bounds(y, err);

@@ -119,7 +119,7 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
         if (st == REMAT_OK && fits) table_points(&x, slots_of(o), store_peak, to_peak, cv, &prev);
     }
     if (mm < store_peak) remat__opt_ctx_free(&x);
-    if (st == REMAT_OK && to_peak) {
+    if (st == REMAT_OK && to_peak && remat__opt_full_is_plain(c)) {
         /* solving at the store-all peak gives store-all */
         if (cv->n > 0 && cv->points[cv->n - 1].time <= store_time * (1 + 1e-6))
             cv->points[cv->n - 1].time = store_time;

@@ -12,11 +12,13 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
     if (hi <= lo) return;
     float *row = (float *)me->row; /* this worker's own row */
     for (size_t i = 0; i < hi - lo; i++) row[i] = INFINITY;
-    /* Fall s; (s+1, t) with abar[s] held outside its budget; B s. */
+    /* Fall s with each save j; (s+1, t) with abar[s] held outside its budget; B s. */
     opt_view A = view_of(x, s + 1, t);
-    uint64_t m0 = max3(lo, need_fall(x, s, t), A.lo + x->ab[s]);
-    float cf = (float)((x->pfb[s] - x->pfb[s - 1]));
-    if (m0 < hi) remat__opt_relax(x, row, lo, m0, hi, cf, &A, x->ab[s], &opt_zero, -INFINITY);
+    for (size_t j = 0; j < nsaves(x, s); j++) {
+        uint64_t ab = x->sab[sv(x, s, j)], m0 = max3(lo, need_fall(x, s, t, j), A.lo + ab);
+        if (m0 < hi) remat__opt_relax(x, row, lo, m0, hi, fall_cost(x, s, j), &A, ab, &opt_zero,
+                                      -INFINITY);
+    }
     /* Fck s, Fn s+1..s'-1; (s', t) with a[s'-1] held outside; then (s, s'-1). */
     uint64_t run = run_first(x, s);
     for (size_t sp = s + 1; sp <= t; sp++) {
@@ -25,7 +27,7 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
         if (need >= hi) break; /* the need only rises with s' */
         A = x->vwt[IDX(x, t, sp)];
         opt_view B = x->vw[IDX(x, s, sp - 1)];
-        m0 = max3(max2(lo, need), A.lo + x->a[sp - 1], B.lo);
+        uint64_t m0 = max3(max2(lo, need), A.lo + x->a[sp - 1], B.lo);
         if (m0 >= hi) continue;
         float c = (float)(x->pf[sp - 1] - x->pf[s - 1]);
         /* Rows and candidates fall with m, so this candidate is never below its
@@ -38,6 +40,22 @@ static void fill_row(const opt_ctx *x, size_t s, size_t t) {
         x->vw[IDX(x, t, s)].tail = row[hi - lo - 1];
     }
 }
+/* The row of the diagonal (s, s) when its saves differ: C(s, s, m), the
+ * least time of a save whose Fall s / B s fit m, from the least need on up
+ * to the plain save's (past it the tail: the plain time). */
+static void diag_row(const opt_ctx *x, size_t s) {
+    const opt_view *me = &x->vw[IDX(x, s, s)];
+    float *row = (float *)me->row;
+    for (uint64_t m = me->lo; m < me->hi; m++) {
+        float best = INFINITY;
+        for (size_t j = 0; j < nsaves(x, s); j++) {
+            float v = fall_cost(x, s, j);
+            if (need_fall(x, s, s, j) <= m && v < best) best = v;
+        }
+        row[m - me->lo] = best;
+    }
+}
+
 /* ---- the fill: blocks of columns on pipelined workers ---- */
 
 /* Column t (rows s = t-1 down to 1) reads the rows below it in the same
@@ -111,7 +129,7 @@ remat_status remat__opt_query_ranges(opt_ctx *x, uint64_t root_span, remat_error
         return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
     }
     /* ha[t]: max held(s0, t) over s0 < s; hp[t]: held(s-1, t) */
-    const uint64_t *sa = hx->a, *sab = hx->ab;
+    const uint64_t *sa = hx->a, *sab = hx->abx; /* the most any save of Fall s-1 holds */
     for (size_t s = 1; s <= n; s++) {
         uint64_t hb = s == 1 ? root_span : 0, top = row_top(x, s);
         for (size_t t = n; t >= s; t--) {
@@ -120,15 +138,17 @@ remat_status remat__opt_query_ranges(opt_ctx *x, uint64_t root_span, remat_error
             hb = h; /* (s, t-1) is read by (s, t) at the same budget */
             size_t id = IDX(x, s, t);
             opt_view *v = &x->vw[id];
-            v->lo = t == s ? max2(x->lo[id], need_fall(x, s, s))
+            v->lo = t == s ? max2(x->lo[id], need_least(x, s, s))
                            : max2(x->lo[id], hbud > h ? (hbud - h) / hk : 0);
-            v->hi = t > s && x->g[id] < top ? x->g[id] : top;
+            /* the diagonal has a row only when its saves differ */
+            v->hi = (t > s || nsaves(x, s) > 1) && x->g[id] < top ? x->g[id] : top;
+            if (t == s && nsaves(x, s) == 1) v->hi = v->lo;
             if (x->held_in && t > s) { /* what the fine row maps to, and up to g */
                 const opt_view *f = &hx->vw[id];
                 uint64_t fh = f->hi > f->lo ? ceil_div(f->hi - 1, hk) + 1 : 0;
                 v->hi = min2(top, max2(fh, x->g[id]));
             }
-            if (t == s || v->hi < v->lo) v->hi = v->lo;
+            if (v->hi < v->lo) v->hi = v->lo;
             v->tail = tmin_f(x, s, t);
             v->cut = 0;
             hp[t] = h;
@@ -154,11 +174,12 @@ remat_status remat__opt_layout_rows(opt_ctx *x, const remat_solve_options *o, ui
     x->vwt = x->vw;
     REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, 8, cap, "optimal per-pair bounds", err));
     x->off = x->g;
-    /* g(s, t): the need of Fall s..t, B t..s; from it on C is the plain time */
+    /* g(s, t): the need of Fall s..t, B t..s with the plain saves; from it on C
+     * is the plain time */
     for (size_t s = n; s >= 1; s--) {
-        x->g[IDX(x, s, s)] = need_fall(x, s, s);
+        x->g[IDX(x, s, s)] = need_plain(x, s, s);
         for (size_t t = s + 1; t <= n; t++)
-            x->g[IDX(x, s, t)] = max2(need_fall(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
+            x->g[IDX(x, s, t)] = max2(need_plain(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
     }
     return remat__opt_query_ranges(x, root_span, err);
 }
@@ -205,8 +226,30 @@ remat_status remat__opt_time_limit(const remat_solve_options *o, double work, re
 
 void remat__opt_free_table(opt_ctx *x) {
     free(x->tab);
-    x->tab = NULL;
+    free(x->dtab);
+    x->tab = x->dtab = NULL;
     x->cells = 0;
+}
+
+/* Allocates and fills the diagonal rows (they read nothing). */
+static remat_status diag_rows(opt_ctx *x, const remat_solve_options *o, remat_error *err) {
+    size_t total = 0;
+    for (size_t s = 1; s <= x->n; s++) {
+        const opt_view *v = &x->vw[IDX(x, s, s)];
+        total += (size_t)(v->hi - v->lo);
+    }
+    if (total == 0) return REMAT_OK;
+    REMAT__FORWARD(remat__alloc_table((void **)&x->dtab, total, sizeof(float), work_cap(o),
+                                      "optimal diagonal rows", err));
+    total = 0;
+    for (size_t s = 1; s <= x->n; s++) {
+        opt_view *v = &x->vw[IDX(x, s, s)];
+        if (v->hi == v->lo) continue;
+        v->row = x->dtab + total;
+        total += (size_t)(v->hi - v->lo);
+        diag_row(x, s);
+    }
+    return REMAT_OK;
 }
 
 /* Allocates the rows the views describe and fills them. */
@@ -221,6 +264,7 @@ remat_status remat__opt_fill_rows(opt_ctx *x, const remat_solve_options *o, rema
         st = remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(float), work_cap(o),
                                 "optimal table", err);
     x->cells = total;
+    if (st == REMAT_OK) st = diag_rows(x, o, err);
     if (st == REMAT_OK) {
         for (size_t s = 1; s <= n; s++)
             for (size_t t = s; t <= n; t++) {

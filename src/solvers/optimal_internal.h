@@ -34,8 +34,20 @@ typedef size_t (*opt_kernel)(float *, const float *, const float *, float, float
 typedef struct opt_ctx {
     const remat_chain *c;
     size_t n;
-    uint64_t *a, *ab, *d, *of, *ob; /* [n+1], index = stage or value */
+    uint64_t *a, *ab, *d, *of, *ob; /* [n+1], index = stage or value; ab, ob: the plain save's */
     uint64_t *fnp;                  /* [n+1] a[j-1] + a[j] + of[j]: an Fn j's need */
+    /* The saves Fall s may make (SPEC section 1): j = 0, the stage's own
+     * fields, and its partial saves j = 1..n_options. Save j of stage s is
+     * entry sv0[s] + j of the per-save arrays: sab (abar[s]), sof (Fall's
+     * overhead), sob (B's overhead), in units, and sub (B's time, scaled).
+     * pl[s] is the plain save, the one with the least B time (the lowest j on
+     * a tie: 0 when the stage has no options); abx[s] the largest abar[s]. */
+    size_t *sv0;                    /* [n+2] */
+    uint64_t *sab, *sof, *sob;      /* [sv0[n+1]] */
+    double *sub;                    /* [sv0[n+1]] */
+    uint8_t *pl;                    /* [n+1] */
+    uint64_t *abx;                  /* [n+1] */
+    int plain_all_full;             /* every pl[s] is 0: store-all is the plain schedule */
     const struct opt_ctx *held_in; /* a lower bound table's fine table, whose needs its
                                     * choices check and whose held sizes and budget its
                                     * query ranges use (NULL: not a bound table) */
@@ -48,7 +60,8 @@ typedef struct opt_ctx {
     float *tab;
     size_t cells;      /* floats in tab */
     const char *label; /* for progress: the table, or a bound table */
-    double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times, scaled */
+    double *pf, *pfb; /* [n+1] prefix sums of fwd and fwd+bwd times (plain saves), scaled */
+    float *dtab;      /* the diagonal rows (stages whose saves differ), see diag_row */
     double scale;     /* times * scale keep float tables well inside range */
     struct opt_view *vw, *vwt; /* [n*n] rows as views, by (s,t) and at (t,s) */
     opt_kernel kern[6]; /* relax loops: [row,row], [row,const], [const,row], [const,const];
@@ -57,10 +70,24 @@ typedef struct opt_ctx {
 
 #define IDX(x, s, t) (((s) - 1) * (x)->n + ((t) - 1))
 
-/* The Fall s / B s needs with d[t] held: m_all(s, t) of the paper, derived. */
-static inline uint64_t m_all(const opt_ctx *x, size_t s, size_t t) {
-    return max2(sat(x->d[t] + x->ab[s] + x->of[s]),
-                sat(x->ab[s] + x->d[s] + x->d[s - 1] + x->ob[s]));
+/* The number of saves of stage s, and the index of its save j. */
+static inline size_t nsaves(const opt_ctx *x, size_t s) { return x->sv0[s + 1] - x->sv0[s]; }
+static inline size_t sv(const opt_ctx *x, size_t s, size_t j) { return x->sv0[s] + j; }
+
+/* The Fall s / B s needs with d[t] held when Fall s makes save j: m_all(s, t)
+ * of the paper, derived. */
+static inline uint64_t m_all_j(const opt_ctx *x, size_t s, size_t t, size_t j) {
+    size_t i = sv(x, s, j);
+    return max2(sat(x->d[t] + x->sab[i] + x->sof[i]),
+                sat(x->sab[i] + x->d[s] + x->d[s - 1] + x->sob[i]));
+}
+
+/* The time of Fall s with save j and of the B s that consumes it, as a
+ * table float: the plain save's from the prefix sums (as tmin_f adds them),
+ * another's from its own B time. */
+static inline float fall_cost(const opt_ctx *x, size_t s, size_t j) {
+    if (j == x->pl[s]) return (float)(x->pfb[s] - x->pfb[s - 1]);
+    return (float)((x->pf[s] - x->pf[s - 1]) + x->sub[sv(x, s, j)]);
 }
 
 static inline uint64_t byte_a(const remat_chain *c, size_t i) { return remat_chain_a_bytes(c, i); }
@@ -136,11 +163,21 @@ static inline uint64_t row_top(const opt_ctx *x, size_t s) {
 
 /* The needs a choice checks. A lower bound table (held_in) checks the fine
  * table's, rounded up to its units, which every fine schedule passes: much
- * tighter than its own rounded-down sizes. fall(): Fall s of (s, t); run
- * is the Fck need less d[t], as fill_row builds it, in the fine units. */
-static inline uint64_t need_fall(const opt_ctx *x, size_t s, size_t t) {
+ * tighter than its own rounded-down sizes. need_fall(): Fall s with save j
+ * of (s, t) (need_plain: the plain save's, need_least: the least of any
+ * save's); run is the Fck need less d[t], as fill_row builds it, in the
+ * fine units. */
+static inline uint64_t need_fall(const opt_ctx *x, size_t s, size_t t, size_t j) {
     const opt_ctx *f = x->held_in;
-    return f ? ceil_div(m_all(f, s, t), OPT_BOUND_K) : m_all(x, s, t);
+    return f ? ceil_div(m_all_j(f, s, t, j), OPT_BOUND_K) : m_all_j(x, s, t, j);
+}
+static inline uint64_t need_plain(const opt_ctx *x, size_t s, size_t t) {
+    return need_fall(x, s, t, x->pl[s]);
+}
+static inline uint64_t need_least(const opt_ctx *x, size_t s, size_t t) {
+    uint64_t m = need_fall(x, s, t, 0);
+    for (size_t j = 1; j < nsaves(x, s); j++) m = min2(m, need_fall(x, s, t, j));
+    return m;
 }
 static inline uint64_t need_fck(const opt_ctx *x, size_t t, uint64_t run) {
     const opt_ctx *f = x->held_in;
@@ -161,6 +198,10 @@ static inline uint64_t work_cap(const remat_solve_options *o) {
 }
 
 /* ---- optimal_ctx.c ---- */
+
+/* Whether every stage's full save has the least B time of its saves (then
+ * storing everything is the fastest schedule, as without options). */
+int remat__opt_full_is_plain(const remat_chain *c);
 
 remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work,
                                  remat_error *err);
@@ -216,6 +257,7 @@ typedef struct opt_task {
     uint32_t s, t;
     uint64_t m;    /* budget (units) */
     uint64_t base; /* bytes held outside the sub-chain's budget, its input included */
+    uint32_t save; /* TASK_B: the save j its abar[s] was made with */
 } opt_task;
 
 typedef struct opt_rebuild {

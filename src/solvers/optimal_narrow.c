@@ -55,11 +55,12 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
                         float *O, float *ot, float *omin) {
     const uint64_t K = OPT_BOUND_K;
     opt_view P = view_of(y, s, t);
-    float *po = orow(y, O, s, t), cf = (float)(y->pfb[s] - y->pfb[s - 1]);
-    /* past the row (C is the plain time there) a best schedule only Falls */
+    float *po = orow(y, O, s, t);
+    /* past the row (C is the plain time there) a best schedule only Falls,
+     * with the plain saves */
     if (ot[IDX(y, s, t)] + tmin_f(y, s, t) > thr) ot[IDX(y, s, t)] = INFINITY;
     if (s + 1 < t) {
-        float v = ot[IDX(y, s, t)] + cf;
+        float v = ot[IDX(y, s, t)] + fall_cost(y, s, y->pl[s]);
         if (v < ot[IDX(y, s + 1, t)]) ot[IDX(y, s + 1, t)] = v;
     }
     uint64_t a0 = P.hi, a1 = P.lo;
@@ -78,14 +79,14 @@ static void outside_row(const opt_ctx *y, const opt_ctx *x, size_t s, size_t t, 
         omin[m - a0] = low;
     }
     omin -= a0 - P.lo; /* omin[m - P.lo] for m in [a0, a1) */
-    if (s + 1 < t) { /* Fall s */
+    for (size_t j = 0; s + 1 < t && j < nsaves(y, s); j++) { /* Fall s with save j */
         opt_view A = view_of(y, s + 1, t);
-        float *ao = orow(y, O, s + 1, t);
-        uint64_t m0 = max2(a0, need_fall(y, s, t));
+        float *ao = orow(y, O, s + 1, t), cf = fall_cost(y, s, j);
+        uint64_t m0 = max2(a0, need_fall(y, s, t, j)), ab = y->sab[sv(y, s, j)];
         float *at = &ot[IDX(y, s + 1, t)];
-        push(y, ao, A.lo, A.hi, at, y->ab[s], po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
-        if (x->ab[s] % K)
-            push(y, ao, A.lo, A.hi, at, y->ab[s] + 1, po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
+        push(y, ao, A.lo, A.hi, at, ab, po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
+        if (x->sab[sv(x, s, j)] % K)
+            push(y, ao, A.lo, A.hi, at, ab + 1, po, omin, P.lo, m0, a1, cf, &opt_zero, 0);
     }
     uint64_t run = run_first(y, s);
     for (size_t sp = s + 1; sp <= t; sp++) { /* Fck s, Fn s+1..sp-1 */
@@ -193,7 +194,7 @@ static void keep_rows(opt_ctx *x, const opt_ctx *y, float *O, const float *ot, f
  * all-Fall plan fits: then it puts every root at the plain time. O(n). */
 static int lower_informative(const opt_ctx *y, uint64_t M) {
     for (size_t s = 1; s <= y->n; s++) {
-        if (M < need_fall(y, s, y->n)) return 1;
+        if (M < need_plain(y, s, y->n)) return 1;
         if (s < y->n && M < y->ab[s]) return 1;
         if (s < y->n) M -= y->ab[s];
     }

@@ -6,10 +6,12 @@ static void note(opt_rebuild *r, uint64_t during) {
     if (during > r->peak) r->peak = during;
 }
 
-static remat_status emit(opt_rebuild *r, remat_op_kind k, size_t i, remat_error *err) {
+/* Emits op k of stage i; a Fall makes save j, a B consumes save j. */
+static remat_status emit(opt_rebuild *r, remat_op_kind k, size_t i, size_t j, remat_error *err) {
     const remat_stage *sg = &r->x->c->stages[i - 1];
-    r->time += k == REMAT_OP_B ? sg->bwd_time : sg->fwd_time;
-    return r->sch ? remat__push(r->sch, k, (uint32_t)i, err) : REMAT_OK;
+    r->time += k == REMAT_OP_B ? remat__stage_save(sg, (unsigned)j).bwd_time : sg->fwd_time;
+    remat_op op = {(uint8_t)k, 0, (uint32_t)i, (uint8_t)(k == REMAT_OP_FALL ? j : 0)};
+    return r->sch ? remat_schedule_push(r->sch, op, err) : REMAT_OK;
 }
 
 static remat_status push_task(opt_rebuild *r, opt_task t, remat_error *err) {
@@ -18,19 +20,27 @@ static remat_status push_task(opt_rebuild *r, opt_task t, remat_error *err) {
     return REMAT_OK;
 }
 
-/* Finds which choice gave C(s, t, m): 0 for Fall s, else s'. */
+/* Finds which choice gave C(s, t, m): 0 for Fall s (with save *save), else
+ * s'. */
 static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m, size_t *out,
-                                remat_error *err) {
+                                size_t *save, remat_error *err) {
     float want = table_at(x, s, t, m), best = INFINITY;
     *out = 0;
-    if (m >= x->g[IDX(x, s, t)]) return REMAT_OK; /* all Fall: the tail value */
+    *save = x->pl[s];
+    if (m >= x->g[IDX(x, s, t)]) return REMAT_OK; /* all Fall, plain saves: the tail value */
     /* The first choice whose value, computed as the fill did, is the table's
      * (the table holds the min, so it is the best). */
     *out = SIZE_MAX;
-    opt_view A = view_of(x, s + 1, t);
-    if (m >= m_all(x, s, t) && m >= x->ab[s]) {
-        best = ((float)(x->pfb[s] - x->pfb[s - 1]) + view_at(&A, m - x->ab[s])) + 0.0f;
-        *out = 0;
+    opt_view A = s < t ? view_of(x, s + 1, t) : opt_zero;
+    for (size_t j = 0; j < nsaves(x, s); j++) {
+        uint64_t ab = x->sab[sv(x, s, j)];
+        if (m < m_all_j(x, s, t, j) || m < ab) continue;
+        float v = s < t ? (fall_cost(x, s, j) + view_at(&A, m - ab)) + 0.0f : fall_cost(x, s, j);
+        if (v < best) {
+            best = v;
+            *out = 0;
+            *save = j;
+        }
     }
     uint64_t run = sat(x->a[s] + x->of[s]);
     for (size_t sp = s + 1; sp <= t && !(best <= want); sp++) {
@@ -62,43 +72,46 @@ remat_status remat__opt_rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
     r->top = 0;
     r->time = 0;
     r->peak = byte_a(c, 0);
-    opt_task t0 = {TASK_SOLVE, 1, (uint32_t)n, m, byte_a(c, 0)};
+    opt_task t0 = {TASK_SOLVE, 1, (uint32_t)n, m, byte_a(c, 0), 0};
     remat_status st = push_task(r, t0, err);
     while (st == REMAT_OK && r->top > 0) {
         opt_task k = r->stack[--r->top];
         size_t s = k.s, t = k.t;
-        uint64_t ab = remat_chain_abar_bytes(c, s), ds = remat_chain_d_bytes(c, s);
+        uint64_t ds = remat_chain_d_bytes(c, s);
         uint64_t dp = remat_chain_d_bytes(c, s - 1), dt = remat_chain_d_bytes(c, t);
         const remat_stage *sg = &c->stages[s - 1];
         if (k.kind == TASK_B) {
-            note(r, k.base + ab + ds + dp + sg->bwd_overhead);
-            st = emit(r, REMAT_OP_B, s, err);
+            remat__save v = remat__stage_save(sg, k.save);
+            note(r, k.base + v.saved_bytes + ds + dp + v.bwd_overhead);
+            st = emit(r, REMAT_OP_B, s, k.save, err);
             continue;
         }
-        size_t sp = 0;
-        if (s < t) st = best_choice(x, s, t, k.m, &sp, err);
+        size_t sp = 0, j = 0;
+        st = best_choice(x, s, t, k.m, &sp, &j, err);
         if (st != REMAT_OK) break;
-        if (sp == 0) { /* Fall s, then (s+1, t), then B s */
-            note(r, k.base + dt + ab + sg->fwd_overhead);
-            st = emit(r, REMAT_OP_FALL, s, err);
-            opt_task b = {TASK_B, k.s, k.s, 0, k.base};
+        if (sp == 0) { /* Fall s with save j, then (s+1, t), then B s */
+            remat__save v = remat__stage_save(sg, (unsigned)j);
+            note(r, k.base + dt + v.saved_bytes + v.fall_overhead);
+            st = emit(r, REMAT_OP_FALL, s, j, err);
+            opt_task b = {TASK_B, k.s, k.s, 0, k.base, (uint32_t)j};
             if (st == REMAT_OK) st = push_task(r, b, err);
             if (st == REMAT_OK && s < t) {
-                opt_task ch = {TASK_SOLVE, k.s + 1, k.t, k.m - x->ab[s], k.base + ab};
+                opt_task ch = {TASK_SOLVE, k.s + 1, k.t, k.m - x->sab[sv(x, s, j)],
+                               k.base + v.saved_bytes, 0};
                 st = push_task(r, ch, err);
             }
             continue;
         }
         /* Fck s, Fn s+1..s'-1, then (s', t), then (s, s'-1) */
         note(r, k.base + dt + byte_a(c, s) + sg->fwd_overhead);
-        st = emit(r, REMAT_OP_FCK, s, err);
-        for (size_t j = s + 1; j < sp && st == REMAT_OK; j++) {
-            note(r, k.base + dt + byte_a(c, j - 1) + byte_a(c, j) + c->stages[j - 1].fwd_overhead);
-            st = emit(r, REMAT_OP_FN, j, err);
+        st = emit(r, REMAT_OP_FCK, s, 0, err);
+        for (size_t i = s + 1; i < sp && st == REMAT_OK; i++) {
+            note(r, k.base + dt + byte_a(c, i - 1) + byte_a(c, i) + c->stages[i - 1].fwd_overhead);
+            st = emit(r, REMAT_OP_FN, i, 0, err);
         }
-        opt_task left = {TASK_SOLVE, k.s, (uint32_t)(sp - 1), k.m, k.base};
+        opt_task left = {TASK_SOLVE, k.s, (uint32_t)(sp - 1), k.m, k.base, 0};
         opt_task right = {TASK_SOLVE, (uint32_t)sp, k.t, k.m - x->a[sp - 1],
-                          k.base + byte_a(c, sp - 1)};
+                          k.base + byte_a(c, sp - 1), 0};
         if (st == REMAT_OK) st = push_task(r, left, err);
         if (st == REMAT_OK) st = push_task(r, right, err);
     }

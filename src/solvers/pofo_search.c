@@ -424,8 +424,8 @@ static remat_status carry_candidates(const remat_chain *c, const remat_solve_opt
 }
 
 /* Whether s is valid on c within memory under the simulator: optimal's
- * schedule is kept only then, so that pofo stays valid on chains whose
- * fall_overhead or options optimal's tables do not model. */
+ * schedule is kept only then (optimal's own checks say it is; this keeps
+ * pofo's answer valid whatever the candidate). */
 static int fits(const remat_chain *c, const remat_schedule *s, uint64_t memory) {
     remat_sim_result *r = NULL;
     int ok = remat_simulate(c, s, NULL, &r, NULL) == REMAT_OK && r->valid &&
