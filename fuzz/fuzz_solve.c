@@ -105,9 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *skip = getenv("FUZZ_SKIP");
     if (skip && strstr(skip, remat_algorithm_name(o.algorithm))) return 0;
     unsigned lim = byte(&rd);
-    /* optimal does not model partial saves and fall_overhead yet (remat_solve
-     * refuses its schedule then, REMAT_E_INTERNAL): the other solvers get them */
-    remat_chain *c = decode_chain(&rd, o.algorithm != REMAT_ALG_OPTIMAL);
+    remat_chain *c = decode_chain(&rd, 1); /* with partial saves and fall_overhead */
     if (!c) return 0;
     if (o.algorithm == REMAT_ALG_EXACT && c->n > 4) {
         remat_chain_free(c);
