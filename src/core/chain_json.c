@@ -14,13 +14,15 @@ static const char *const stage_keys[F_COUNT] = {
     "fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
     "fwd_overhead", "bwd_overhead", "name"};
 
-/* Reads stage i, the value v, into *st. When a key appears twice, the first
- * one counts. */
-static remat_status read_stage(const remat__jdoc *d, const cJSON *v, size_t i, remat_stage *st) {
-    char prefix[48];
-    snprintf(prefix, sizeof prefix, "stages[%zu].", i);
+/* Reads stage i, the value v, into *st; `outer` is the path of the object
+ * holding "stages" ("" in a chain). When a key appears twice, the first one
+ * counts. */
+remat_status remat__json_stage(const remat__jdoc *d, const cJSON *v, const char *outer, size_t i,
+                               remat_stage *st) {
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%sstages[%zu].", outer, i);
     REMAT__RETURN_IF(!cJSON_IsObject(v), d->err, REMAT_E_INPUT,
-                     "%s: stages[%zu]: expected an object, got %s", d->src, i,
+                     "%s: %sstages[%zu]: expected an object, got %s", d->src, outer, i,
                      remat__json_type_name(v));
     unsigned seen = 0;
     const cJSON *m;
@@ -64,7 +66,7 @@ static remat_status stages_table(const remat__jdoc *d, const cJSON *v, remat_sta
     size_t i = 0;
     const cJSON *s;
     cJSON_ArrayForEach(s, v) {
-        REMAT__FORWARD(read_stage(d, s, i, &(*out)[i]));
+        REMAT__FORWARD(remat__json_stage(d, s, "", i, &(*out)[i]));
         i++;
     }
     return REMAT_OK;
@@ -141,7 +143,7 @@ static void put_string(remat__buf *b, const char *key, const char *v) {
     remat__buf_printf(b, "\"");
 }
 
-static void put_stage(remat__buf *b, const remat_stage *s) {
+void remat__json_put_stage(remat__buf *b, const remat_stage *s) {
     remat__buf_printf(b, "    {");
     put_string(b, "name", s->name);
     remat__buf_printf(b, ", \"fwd_time\": ");
@@ -170,7 +172,7 @@ remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *
                       (unsigned long long)c->input_bytes, (unsigned long long)c->input_grad_bytes);
     remat__buf_printf(&b, "  \"stages\": [\n");
     for (size_t i = 0; i < c->n; i++) {
-        put_stage(&b, &c->stages[i]);
+        remat__json_put_stage(&b, &c->stages[i]);
         remat__buf_printf(&b, i + 1 < c->n ? ",\n" : "\n");
     }
     remat__buf_printf(&b, "  ]\n}\n");

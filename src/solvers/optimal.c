@@ -705,8 +705,9 @@ static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m
     return REMAT_OK;
 }
 
-/* Algorithm 2 with an explicit stack; tracks time and the peak in bytes. */
-static remat_status rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
+/* Algorithm 2 with an explicit stack from (s0, t0) at budget m (the whole
+ * chain: (1, n)); tracks time and the peak in bytes. */
+static remat_status rebuild(opt_rebuild *r, size_t s0, size_t t0_, uint64_t m, remat_error *err) {
     const opt_ctx *x = r->x;
     const remat_chain *c = x->c;
     size_t n = x->n;
@@ -715,8 +716,8 @@ static remat_status rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
     REMAT__RETURN_IF(!r->stack, err, REMAT_E_NOMEM, "optimal: out of memory");
     r->top = 0;
     r->time = 0;
-    r->peak = byte_a(c, 0);
-    opt_task t0 = {TASK_SOLVE, 1, (uint32_t)n, m, byte_a(c, 0)};
+    r->peak = byte_a(c, s0 - 1);
+    opt_task t0 = {TASK_SOLVE, (uint32_t)s0, (uint32_t)t0_, m, byte_a(c, s0 - 1)};
     remat_status st = push_task(r, t0, err);
     while (st == REMAT_OK && r->top > 0) {
         opt_task k = r->stack[--r->top];
@@ -893,7 +894,7 @@ static remat_status solve_table(opt_ctx *x, const remat_solve_options *o, uint64
 static remat_status follow(const opt_ctx *x, uint64_t b, double *time, uint64_t *peak,
                            remat_error *err) {
     opt_rebuild r = {x, NULL, 0, 0, NULL, 0, 0};
-    REMAT__FORWARD(rebuild(&r, b, err));
+    REMAT__FORWARD(rebuild(&r, 1, x->n, b, err));
     *time = r.time;
     *peak = r.peak;
     return REMAT_OK;
@@ -1334,7 +1335,7 @@ static remat_status solve_optimal(const remat_chain *c, const remat_solve_option
     if (st == REMAT_OK) st = remat_schedule_create("optimal", &s, err);
     if (st == REMAT_OK) {
         opt_rebuild r = {&x, s, 0, 0, NULL, 0, 0};
-        st = rebuild(&r, b, err);
+        st = rebuild(&r, 1, x.n, b, err);
         s->time = r.time;
         s->peak_bytes = r.peak;
     }
@@ -1483,4 +1484,51 @@ remat_status remat__curve_optimal(const remat_chain *c, const remat_solve_option
     }
     *out = cv;
     return REMAT_OK;
+}
+
+/* ---- tables for the join solver (hjoin.c) ---- */
+
+struct remat__chain_table {
+    opt_ctx x;
+};
+
+remat_status remat__chain_table_create(const remat_chain *c, uint64_t unit, uint64_t budget,
+                                       const remat_solve_options *o, remat__chain_table **out,
+                                       remat_error *err) {
+    *out = NULL;
+    remat__chain_table *t = calloc(1, sizeof *t);
+    REMAT__RETURN_IF(!t, err, REMAT_E_NOMEM, "optimal: out of memory");
+    remat_status st = ctx_init(&t->x, c, o->max_work_bytes, err);
+    if (st == REMAT_OK) {
+        ctx_units(&t->x, 1, unit); /* with one slot per limit, the slot of `unit` is unit */
+        t->x.budget = budget;
+        st = ctx_bounds(&t->x, err);
+    }
+    if (st == REMAT_OK) st = build_table(&t->x, o, slots_of(o) == 0, budget, err);
+    if (st != REMAT_OK) {
+        remat__chain_table_free(t);
+        return st;
+    }
+    *out = t;
+    return REMAT_OK;
+}
+
+void remat__chain_table_free(remat__chain_table *t) {
+    if (!t) return;
+    ctx_free(&t->x);
+    free(t);
+}
+
+double remat__chain_table_time(const remat__chain_table *t, size_t s, size_t e, uint64_t m) {
+    return (double)table_at(&t->x, s, e, m) / t->x.scale;
+}
+
+uint64_t remat__chain_table_need(const remat__chain_table *t, size_t s, size_t e) {
+    return t->x.lo[IDX(&t->x, s, e)];
+}
+
+remat_status remat__chain_table_ops(const remat__chain_table *t, size_t s, size_t e, uint64_t m,
+                                    remat_schedule *out, remat_error *err) {
+    opt_rebuild r = {&t->x, out, 0, 0, NULL, 0, 0};
+    return rebuild(&r, s, e, m, err);
 }

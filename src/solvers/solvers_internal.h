@@ -51,6 +51,21 @@ remat_status remat__solve_optimal_ex(const remat_chain *c, const remat_solve_opt
                                      size_t *cells, remat_schedule **out, remat_error *err);
 remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err);
 
+/* optimal.c, for the join solver (hjoin.c): the table C(s, e, m) of one
+ * chain with sizes in slot `unit` (a power of two, rounded up), for every
+ * budget m up to `budget` (rows s >= 2 up to budget - a[s-1]). time is
+ * INFINITY where nothing fits; need is the smallest budget that fits (s <= e);
+ * ops appends the schedule of (s, e, m) to out (plain remat_ops). */
+typedef struct remat__chain_table remat__chain_table;
+remat_status remat__chain_table_create(const remat_chain *c, uint64_t unit, uint64_t budget,
+                                       const remat_solve_options *o, remat__chain_table **out,
+                                       remat_error *err);
+void remat__chain_table_free(remat__chain_table *t);
+double remat__chain_table_time(const remat__chain_table *t, size_t s, size_t e, uint64_t m);
+uint64_t remat__chain_table_need(const remat__chain_table *t, size_t s, size_t e);
+remat_status remat__chain_table_ops(const remat__chain_table *t, size_t s, size_t e, uint64_t m,
+                                    remat_schedule *out, remat_error *err);
+
 /* Convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
 remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
