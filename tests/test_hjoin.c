@@ -1,0 +1,552 @@
+/* Heterogeneous join networks (remat-join-2): the solver against brute force,
+ * against optimal with one branch, every schedule through the simulator,
+ * the formats, the simulator's messages, plans, curves and limits. */
+#include <stdlib.h>
+
+#include "common/testlib.h"
+#include "core/hjoin_internal.h"
+#include "remat/remat.h"
+#include "test.h"
+
+/* ---- random networks ---- */
+
+typedef struct net_spec {
+    size_t k;
+    uint32_t len[REMAT_HJOIN_MAX_BRANCHES];
+    uint64_t max_bytes;
+    int overheads, grad_sizes, zero_sizes, int_times;
+} net_spec;
+
+static remat_stage random_turn(test_rng *r, const net_spec *sp) {
+    remat_stage t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "loss");
+    t.fwd_time = sp->int_times ? (double)test_rng_range(r, 0, 4) : 4 * test_rng_unit(r);
+    t.bwd_time = sp->int_times ? (double)test_rng_range(r, 0, 4) : 4 * test_rng_unit(r);
+    t.out_bytes = test_rng_range(r, 0, 2);
+    t.saved_bytes = t.out_bytes + test_rng_range(r, 0, sp->max_bytes / 2);
+    if (sp->overheads) {
+        t.fwd_overhead = test_rng_range(r, 0, sp->max_bytes);
+        t.bwd_overhead = test_rng_range(r, 0, sp->max_bytes);
+    }
+    return t;
+}
+
+/* A random network; never NULL. */
+static remat_hjoin *random_net(test_rng *r, const net_spec *sp) {
+    remat_hjoin_branch br[REMAT_HJOIN_MAX_BRANCHES];
+    remat_chain *cs[REMAT_HJOIN_MAX_BRANCHES] = {NULL};
+    memset(br, 0, sizeof br);
+    for (size_t j = 0; j < sp->k; j++) {
+        test_chain_spec cs_spec = {sp->len[j] + 1, sp->max_bytes, sp->overheads, sp->grad_sizes,
+                                   sp->zero_sizes, sp->int_times};
+        cs[j] = test_random_chain(r, &cs_spec);
+        snprintf(br[j].name, sizeof br[j].name, "b%zu", j + 1);
+        br[j].input_bytes = cs[j]->input_bytes;
+        br[j].input_grad_bytes = test_rng_range(r, 0, 3) == 0 ? 0 : cs[j]->input_grad_bytes;
+        br[j].n = sp->len[j];
+        br[j].stages = cs[j]->stages;
+        /* the chain's loss seed is 0: give the last stage a gradient */
+        if (sp->len[j] >= 1) br[j].stages[sp->len[j] - 1].grad_bytes = cs[j]->stages[0].grad_bytes;
+    }
+    remat_stage t = random_turn(r, sp);
+    remat_hjoin *j = NULL;
+    remat_error e;
+    if (remat_hjoin_create("random", "ms", sp->k, br, &t, &j, &e) != REMAT_OK) {
+        fprintf(stderr, "random_net: %s\n", e.message);
+        abort();
+    }
+    for (size_t q = 0; q < sp->k; q++) remat_chain_free(cs[q]);
+    return j;
+}
+
+static remat_status solve_at(const remat_hjoin *j, uint64_t mem, int64_t slots,
+                             remat_hjoin_schedule **s, remat_error *e) {
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = mem;
+    o.slots = slots;
+    o.max_seconds = -1;
+    return remat_hjoin_solve(j, &o, s, e);
+}
+
+/* Simulates s on j: valid, peak <= limit and the time it claims. */
+static int schedule_ok(const remat_hjoin *j, const remat_hjoin_schedule *s, uint64_t limit) {
+    remat_hjoin_sim_result *r = NULL;
+    remat_error e;
+    if (remat_hjoin_simulate(j, s, &r, &e) != REMAT_OK) {
+        fprintf(stderr, "  simulate: %s\n", e.message);
+        return 0;
+    }
+    int ok = r->valid && r->peak_bytes <= limit && r->peak_bytes == s->peak_bytes &&
+             fabs(r->time - s->time) <= 1e-9 * (1 + fabs(r->time));
+    if (!ok)
+        fprintf(stderr, "  schedule: valid %d (%s: %s), peak %llu (claims %llu, limit %llu), "
+                        "time %g (claims %g)\n",
+                r->valid, r->failed_op_text, r->reason, (unsigned long long)r->peak_bytes,
+                (unsigned long long)s->peak_bytes, (unsigned long long)limit, r->time, s->time);
+    remat_hjoin_sim_result_free(r);
+    return ok;
+}
+
+/* ---- brute force ----
+ *
+ * Every schedule of the class the solver optimises over, written out op by
+ * op and replayed by the simulator's rules, with no memory bookkeeping of its
+ * own. A level of the forward phase picks a branch m at its start s and
+ * either runs Fall s (B s comes once the rest is done) or Fck s, Fn s+1..s'-1
+ * (the segment s..s'-1 is back-propagated once the rest is done); with every
+ * branch at its end, T. A segment is back-propagated by any persistent chain
+ * schedule (rotor's Theorem 1 form, every choice). In order "nested", the
+ * pending work runs last-in first-out; in order "any", after T the pending
+ * segments of the branches may run in any order that keeps each branch's
+ * last-in first-out (a wider class, to measure what nesting costs).
+ *
+ * It collects the (peak, time) Pareto front of all complete schedules, so one
+ * enumeration answers every memory limit. */
+
+enum { BT_LEVEL, BT_B, BT_SEG };
+typedef struct bf_task {
+    uint8_t kind, m;
+    uint32_t s, e;
+} bf_task;
+
+#define BF_MAX_TASKS 64
+#define BF_MAX_DEPTH 256
+#define BF_MAX_FRONT 4096
+
+typedef struct bf_search {
+    const remat__hjoin_net *net;
+    int any_order;
+    remat__hjoin_state pool[BF_MAX_DEPTH];
+    uint64_t front_peak[BF_MAX_FRONT];
+    double front_time[BF_MAX_FRONT];
+    size_t n_front;
+    size_t leaves;
+} bf_search;
+
+static void bf_record(bf_search *b, uint64_t peak, double time) {
+    for (size_t i = 0; i < b->n_front; i++)
+        if (b->front_peak[i] <= peak && b->front_time[i] <= time) return;
+    size_t out = 0;
+    for (size_t i = 0; i < b->n_front; i++)
+        if (!(peak <= b->front_peak[i] && time <= b->front_time[i])) {
+            b->front_peak[out] = b->front_peak[i];
+            b->front_time[out++] = b->front_time[i];
+        }
+    if (out < BF_MAX_FRONT) {
+        b->front_peak[out] = peak;
+        b->front_time[out++] = time;
+    }
+    b->n_front = out;
+}
+
+static double bf_best(const bf_search *b, uint64_t limit) {
+    double best = INFINITY;
+    for (size_t i = 0; i < b->n_front; i++)
+        if (b->front_peak[i] <= limit && b->front_time[i] < best) best = b->front_time[i];
+    return best;
+}
+
+/* A pending state of the search: the tasks left (LIFO), and per branch the
+ * segments pending after T (for order "any"). */
+typedef struct bf_node {
+    bf_task tasks[BF_MAX_TASKS];
+    size_t n_tasks;
+    uint32_t s[REMAT_HJOIN_MAX_BRANCHES]; /* the forward phase's starts */
+} bf_node;
+
+static void bf_run(bf_search *b, size_t depth, const bf_node *node, uint64_t peak, double time);
+
+/* Applies ops to the state at depth into depth + 1 and continues with node. */
+static void bf_apply(bf_search *b, size_t depth, const remat_hjoin_op *ops, size_t n,
+                     const bf_node *node, uint64_t peak, double time) {
+    if (depth + 1 >= BF_MAX_DEPTH) abort();
+    remat__hjoin_state *st = &b->pool[depth + 1];
+    remat__hjoin_state_copy(b->net, st, &b->pool[depth]);
+    char why[256];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t during;
+        double t;
+        if (!remat__hjoin_apply(b->net, st, ops[i], &during, &t, why, sizeof why)) {
+            fprintf(stderr, "brute force: an op of the class fails: %s\n", why);
+            abort();
+        }
+        if (during > peak) peak = during;
+        time += t;
+    }
+    bf_run(b, depth + 1, node, peak, time);
+}
+
+static remat_hjoin_op hop(uint8_t kind, size_t m, uint32_t i) {
+    return (remat_hjoin_op){kind, (uint8_t)(m + 1), i};
+}
+
+static void push_task(bf_node *n, bf_task t) {
+    if (n->n_tasks >= BF_MAX_TASKS) abort();
+    n->tasks[n->n_tasks++] = t;
+}
+
+/* A forward level at node->s. */
+static void bf_level(bf_search *b, size_t depth, const bf_node *node, uint64_t peak,
+                     double time) {
+    const remat__hjoin_net *net = b->net;
+    int done = 1;
+    for (size_t m = 0; m < net->k; m++) done &= node->s[m] > net->n[m];
+    if (done) {
+        remat_hjoin_op t = {REMAT_HJOIN_OP_T, 0, 0};
+        bf_apply(b, depth, &t, 1, node, peak, time);
+        return;
+    }
+    for (size_t m = 0; m < net->k; m++) {
+        uint32_t s = node->s[m];
+        if (s > net->n[m]) continue;
+        bf_node next = *node;
+        push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
+        next.s[m] = s + 1;
+        push_task(&next, (bf_task){BT_LEVEL, 0, 0, 0});
+        remat_hjoin_op fall = hop(REMAT_HJOIN_OP_FALL, m, s);
+        bf_apply(b, depth, &fall, 1, &next, peak, time);
+        for (uint32_t sp = s + 1; sp <= net->n[m] + 1; sp++) {
+            remat_hjoin_op ops[64];
+            size_t n = 0;
+            ops[n++] = hop(REMAT_HJOIN_OP_FCK, m, s);
+            for (uint32_t i = s + 1; i < sp; i++) ops[n++] = hop(REMAT_HJOIN_OP_FN, m, i);
+            next = *node;
+            push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s, sp - 1});
+            next.s[m] = sp;
+            push_task(&next, (bf_task){BT_LEVEL, 0, 0, 0});
+            bf_apply(b, depth, ops, n, &next, peak, time);
+        }
+    }
+}
+
+/* Back-propagates segment s..e of branch m (d[m.e] held), every rotor form. */
+static void bf_segment(bf_search *b, size_t depth, const bf_node *node, size_t m, uint32_t s,
+                       uint32_t e, uint64_t peak, double time) {
+    bf_node next = *node;
+    remat_hjoin_op fall = hop(REMAT_HJOIN_OP_FALL, m, s);
+    push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
+    if (s < e) push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s + 1, e});
+    bf_apply(b, depth, &fall, 1, &next, peak, time);
+    for (uint32_t sp = s + 1; sp <= e; sp++) {
+        remat_hjoin_op ops[64];
+        size_t n = 0;
+        ops[n++] = hop(REMAT_HJOIN_OP_FCK, m, s);
+        for (uint32_t i = s + 1; i < sp; i++) ops[n++] = hop(REMAT_HJOIN_OP_FN, m, i);
+        next = *node;
+        push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s, sp - 1});
+        push_task(&next, (bf_task){BT_SEG, (uint8_t)m, sp, e});
+        bf_apply(b, depth, ops, n, &next, peak, time);
+    }
+}
+
+static void bf_run_task(bf_search *b, size_t depth, bf_node *node, size_t at, uint64_t peak,
+                        double time) {
+    bf_task t = node->tasks[at];
+    memmove(&node->tasks[at], &node->tasks[at + 1], (node->n_tasks - at - 1) * sizeof t);
+    node->n_tasks--;
+    if (t.kind == BT_LEVEL) {
+        bf_level(b, depth, node, peak, time);
+    } else if (t.kind == BT_B) {
+        remat_hjoin_op op = hop(REMAT_HJOIN_OP_B, t.m, t.s);
+        bf_apply(b, depth, &op, 1, node, peak, time);
+    } else {
+        bf_segment(b, depth, node, t.m, t.s, t.e, peak, time);
+    }
+}
+
+static void bf_run(bf_search *b, size_t depth, const bf_node *node, uint64_t peak, double time) {
+    if (node->n_tasks == 0) {
+        b->leaves++;
+        bf_record(b, peak, time);
+        return;
+    }
+    bf_node next = *node;
+    const bf_task *top = &node->tasks[node->n_tasks - 1];
+    if (!b->any_order || top->kind == BT_LEVEL || !b->pool[depth].turned) {
+        bf_run_task(b, depth, &next, node->n_tasks - 1, peak, time);
+        return;
+    }
+    /* After T, order "any": the last pending task of any branch. */
+    int seen[REMAT_HJOIN_MAX_BRANCHES] = {0};
+    for (size_t i = node->n_tasks; i-- > 0;) {
+        uint8_t m = node->tasks[i].m;
+        if (seen[m]) continue;
+        seen[m] = 1;
+        next = *node;
+        bf_run_task(b, depth, &next, i, peak, time);
+    }
+}
+
+/* Fills b's front for net; 0 when the instance is too big to enumerate. */
+static int brute_force(bf_search *b, const remat__hjoin_net *net, int any_order) {
+    memset(b, 0, sizeof *b);
+    b->net = net;
+    b->any_order = any_order;
+    for (size_t d = 0; d < BF_MAX_DEPTH; d++)
+        if (remat__hjoin_state_init(net, &b->pool[d], NULL) != REMAT_OK) abort();
+    bf_node root;
+    memset(&root, 0, sizeof root);
+    for (size_t m = 0; m < net->k; m++) root.s[m] = 1;
+    root.tasks[root.n_tasks++] = (bf_task){BT_LEVEL, 0, 0, 0};
+    bf_run(b, 0, &root, b->pool[0].mem, 0);
+    for (size_t d = 0; d < BF_MAX_DEPTH; d++) remat__hjoin_state_free(&b->pool[d]);
+    return 1;
+}
+
+static remat__hjoin_net net_of(const remat_hjoin *j) {
+    remat__hjoin_net net;
+    if (remat__hjoin_net_init(&net, j, "test", NULL) != REMAT_OK) abort();
+    return net;
+}
+
+/* The solver at every limit from below the front's least peak to above the
+ * store-all peak, exact bytes: equal to brute force, every schedule valid. */
+static int agree_with_brute_force(const remat_hjoin *j, bf_search *b, size_t *compared) {
+    remat__hjoin_net net = net_of(j);
+    brute_force(b, &net, 0);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < b->n_front; i++) {
+        if (b->front_peak[i] < lo) lo = b->front_peak[i];
+        if (b->front_peak[i] > hi) hi = b->front_peak[i];
+    }
+    int ok = 1;
+    uint64_t mm = 0;
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.slots = 0;
+    remat_error e;
+    if (remat_hjoin_min_memory(j, &o, &mm, &e) != REMAT_OK || mm != lo) {
+        fprintf(stderr, "  min memory %llu, brute force %llu\n", (unsigned long long)mm,
+                (unsigned long long)lo);
+        ok = 0;
+    }
+    for (uint64_t m = lo ? lo - 1 : 0; ok && m <= hi + 1; m++) {
+        remat_hjoin_schedule *s = NULL;
+        remat_status st = solve_at(j, m, 0, &s, &e);
+        double want = bf_best(b, m);
+        if (isinf(want)) {
+            ok = st == REMAT_E_INFEASIBLE && e.min_memory == lo;
+            if (!ok) fprintf(stderr, "  M=%llu: expected infeasible, status %d\n",
+                             (unsigned long long)m, st);
+        } else if (st != REMAT_OK) {
+            fprintf(stderr, "  M=%llu: %s (brute force %g)\n", (unsigned long long)m, e.message,
+                    want);
+            ok = 0;
+        } else {
+            ok = schedule_ok(j, s, m) && fabs(s->time - want) <= 1e-5 * (1 + want);
+            if (!ok)
+                fprintf(stderr, "  M=%llu: solver %.9g, brute force %.9g\n",
+                        (unsigned long long)m, s->time, want);
+            (*compared)++;
+        }
+        remat_hjoin_schedule_free(s);
+    }
+    remat__hjoin_net_free(&net);
+    return ok;
+}
+
+static bf_search bf; /* large: static */
+
+static void random_spec(test_rng *r, net_spec *sp, size_t k, uint32_t maxlen) {
+    memset(sp, 0, sizeof *sp);
+    sp->k = k;
+    for (size_t j = 0; j < k; j++) sp->len[j] = (uint32_t)test_rng_range(r, 1, maxlen);
+    sp->max_bytes = test_rng_range(r, 2, 8);
+    sp->overheads = (int)test_rng_range(r, 0, 1);
+    sp->grad_sizes = (int)test_rng_range(r, 0, 1);
+    sp->zero_sizes = (int)test_rng_range(r, 0, 1);
+    sp->int_times = (int)test_rng_range(r, 0, 1);
+}
+
+static void run_random(uint64_t seed, size_t count, size_t k, uint32_t maxlen) {
+    test_rng r = {seed};
+    size_t compared = 0;
+    for (size_t it = 0; it < count; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, k, maxlen);
+        remat_hjoin *j = random_net(&r, &sp);
+        int ok = agree_with_brute_force(j, &bf, &compared);
+        if (!ok) {
+            char *text = NULL;
+            remat_hjoin_to_json(j, &text, NULL);
+            fprintf(stderr, "  instance %zu (seed %llu):\n%s\n", it, (unsigned long long)seed,
+                    text ? text : "?");
+            remat_free(text);
+        }
+        remat_hjoin_free(j);
+        if (!ok) TEST_FAIL_("solver and brute force differ");
+    }
+    printf("  %zu random networks, %zu limits compared\n", count, compared);
+}
+
+static void test_brute_force_two_branches(void) { run_random(11, 150, 2, 3); }
+static void test_brute_force_three_branches(void) { run_random(12, 80, 3, 2); }
+static void test_brute_force_one_branch(void) { run_random(13, 60, 1, 4); }
+static void test_brute_force_four_branches(void) { run_random(14, 20, 4, 1); }
+
+/* The wider class (segments after T in any order per branch) never does worse
+ * than the nested one, and the solver is within the nested class' optimum. */
+static void test_any_order_at_most_nested(void) {
+    test_rng r = {21};
+    size_t lower = 0, total = 0;
+    static bf_search any;
+    for (size_t it = 0; it < 40; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, 2, 2);
+        remat_hjoin *j = random_net(&r, &sp);
+        remat__hjoin_net net = net_of(j);
+        brute_force(&bf, &net, 0);
+        brute_force(&any, &net, 1);
+        for (size_t i = 0; i < bf.n_front; i++) {
+            double a = bf_best(&any, bf.front_peak[i]);
+            if (!(a <= bf.front_time[i] + 1e-12)) {
+                remat__hjoin_net_free(&net);
+                remat_hjoin_free(j);
+                TEST_FAIL_("any order %g above nested %g", a, bf.front_time[i]);
+            }
+        }
+        for (size_t i = 0; i < any.n_front; i++) {
+            total++;
+            lower += bf_best(&bf, any.front_peak[i]) > any.front_time[i] + 1e-12;
+        }
+        remat__hjoin_net_free(&net);
+        remat_hjoin_free(j);
+    }
+    printf("  any order beats nesting at %zu of %zu Pareto points\n", lower, total);
+}
+
+
+/* ---- one branch is a chain: the same optimum as optimal ---- */
+
+/* The chain of branch 1 of j with the turn as its loss. */
+static remat_chain *as_chain(const remat_hjoin *j) {
+    remat_chain *c = NULL;
+    if (remat_hjoin_flatten(j, &c, NULL) != REMAT_OK) abort();
+    return c;
+}
+
+static void test_one_branch_equals_optimal(void) {
+    test_rng r = {31};
+    size_t compared = 0;
+    for (size_t it = 0; it < 120; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, 1, 8);
+        remat_hjoin *j = random_net(&r, &sp);
+        remat_chain *c = as_chain(j);
+        uint64_t peak = 0;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        for (uint64_t m = 1; m <= peak + 1; m++) {
+            remat_solve_options o;
+            remat_solve_options_init(&o);
+            o.memory = m;
+            o.slots = 0;
+            remat_schedule *cs = NULL;
+            remat_hjoin_schedule *js = NULL;
+            remat_error e1, e2;
+            remat_status s1 = remat_solve(c, &o, &cs, &e1);
+            remat_status s2 = solve_at(j, m, 0, &js, &e2);
+            int ok = s1 == s2;
+            if (ok && s1 == REMAT_OK)
+                ok = schedule_ok(j, js, m) && fabs(cs->time - js->time) <= 1e-5 * (1 + cs->time);
+            if (ok && s1 == REMAT_E_INFEASIBLE) ok = e1.min_memory == e2.min_memory;
+            if (!ok)
+                fprintf(stderr, "  M=%llu: optimal %d %g (%s), join %d %g (%s)\n",
+                        (unsigned long long)m, s1, cs ? cs->time : -1, e1.message, s2,
+                        js ? js->time : -1, e2.message);
+            compared += s1 == REMAT_OK;
+            remat_schedule_free(cs);
+            remat_hjoin_schedule_free(js);
+            if (!ok) {
+                remat_chain_free(c);
+                remat_hjoin_free(j);
+                TEST_FAIL_("one branch: join and optimal differ");
+            }
+        }
+        remat_chain_free(c);
+        remat_hjoin_free(j);
+    }
+    printf("  %zu limits compared\n", compared);
+}
+
+/* With slots the solver keeps the limit and is never better than exact bytes. */
+static void test_slots_within_limit(void) {
+    test_rng r = {41};
+    for (size_t it = 0; it < 40; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, 2 + it % 2, 5);
+        sp.max_bytes = 4000;
+        remat_hjoin *j = random_net(&r, &sp);
+        uint64_t peak = 0;
+        ASSERT_STATUS(remat_hjoin_store_all_cost(j, &peak, NULL, NULL), REMAT_OK);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 20;
+        uint64_t mm = 0;
+        ASSERT_STATUS(remat_hjoin_min_memory(j, &o, &mm, NULL), REMAT_OK);
+        for (int q = 0; q <= 8; q++) {
+            uint64_t m = mm + (peak - mm) * (uint64_t)q / 8;
+            remat_hjoin_schedule *s = NULL;
+            remat_error e;
+            ASSERT_STATUS(solve_at(j, m, 20, &s, &e), REMAT_OK);
+            ASSERT_TRUE(schedule_ok(j, s, m));
+            remat_hjoin_schedule_free(s);
+        }
+        if (mm > 0) {
+            remat_hjoin_schedule *s = NULL;
+            remat_error e;
+            ASSERT_STATUS(solve_at(j, mm - 1, 20, &s, &e), REMAT_E_INFEASIBLE);
+            ASSERT_EQ_U64(e.min_memory, mm);
+        }
+        remat_hjoin_free(j);
+    }
+}
+
+/* Two one-stage branches where the forward wants branch 1 first (its
+ * Fall has a large overhead, best run while little is held) and the backward
+ * wants branch 2 last (its B has a large overhead, best run once branch 1
+ * has freed its input): nesting cannot have both, the wider class can. */
+static remat_hjoin *order_conflict(void) {
+    remat_hjoin_branch br[2];
+    memset(br, 0, sizeof br);
+    remat_stage s1 = test_stage_full(1, 1, 1, 5, 1, 10, 0);
+    remat_stage s2 = test_stage_full(1, 1, 1, 5, 1, 0, 10);
+    br[0] = (remat_hjoin_branch){"a", 5, 0, 1, &s1};
+    br[1] = (remat_hjoin_branch){"b", 1, 0, 1, &s2};
+    remat_stage t = test_stage_full(0, 0, 0, 0, 0, 0, 0);
+    remat_hjoin *j = NULL;
+    if (remat_hjoin_create("conflict", "ms", 2, br, &t, &j, NULL) != REMAT_OK) abort();
+    return j;
+}
+
+static void test_nesting_limit_example(void) {
+    remat_hjoin *j = order_conflict();
+    remat__hjoin_net net = net_of(j);
+    static bf_search any;
+    brute_force(&bf, &net, 0);
+    brute_force(&any, &net, 1);
+    double nested = bf_best(&bf, 21), wide = bf_best(&any, 21);
+    remat__hjoin_net_free(&net);
+    remat_hjoin_schedule *s = NULL;
+    remat_error e;
+    remat_status st = solve_at(j, 21, 0, &s, &e);
+    remat_hjoin_schedule_free(s);
+    remat_hjoin_free(j);
+    printf("  at 21 bytes: nested %g, any order %g\n", nested, wide);
+    ASSERT_NEAR(wide, 4, 0);
+    ASSERT_TRUE(isinf(nested));
+    ASSERT_STATUS(st, REMAT_E_INFEASIBLE);
+}
+
+static const test_case cases[] = {
+    {"nesting_limit_example", test_nesting_limit_example},
+    {"brute_force_one_branch", test_brute_force_one_branch},
+    {"brute_force_two_branches", test_brute_force_two_branches},
+    {"brute_force_three_branches", test_brute_force_three_branches},
+    {"brute_force_four_branches", test_brute_force_four_branches},
+    {"any_order_at_most_nested", test_any_order_at_most_nested},
+    {"one_branch_equals_optimal", test_one_branch_equals_optimal},
+    {"slots_within_limit", test_slots_within_limit},
+};
+TEST_MAIN(cases)
