@@ -539,7 +539,453 @@ static void test_nesting_limit_example(void) {
     ASSERT_STATUS(st, REMAT_E_INFEASIBLE);
 }
 
+/* ---- a network worked by hand ---- */
+
+/* Branch 1: a[0] 4; (f 1, b 2, a 2, abar 3, d 2), (f 1, b 1, a 1, abar 2, d 1); d[0] 0.
+ * Branch 2: a[0] 3; (f 2, b 2, a 3, abar 4, d 3); d[0] 3.
+ * Turn: f 0.5, b 0.5, saved 1, fwd_overhead 2. */
+static remat_hjoin *hand_net(void) {
+    remat_stage b1[2] = {test_stage_full(1, 2, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 2, 1, 0, 0)};
+    remat_stage b2[1] = {test_stage_full(2, 2, 3, 4, 3, 0, 0)};
+    remat_hjoin_branch br[2];
+    memset(br, 0, sizeof br);
+    br[0] = (remat_hjoin_branch){"text", 4, 0, 2, b1};
+    br[1] = (remat_hjoin_branch){"image", 3, 3, 1, b2};
+    remat_stage t = test_stage_full(0.5, 0.5, 0, 1, 0, 2, 0);
+    snprintf(t.name, sizeof t.name, "loss");
+    remat_hjoin *j = NULL;
+    if (remat_hjoin_create("hand", "ms", 2, br, &t, &j, NULL) != REMAT_OK) abort();
+    return j;
+}
+
+static remat_hjoin_schedule *schedule_of_text(const char *const *ops, size_t n) {
+    remat_hjoin_schedule *s = NULL;
+    if (remat_hjoin_schedule_create("hand", &s, NULL) != REMAT_OK) abort();
+    for (size_t i = 0; i < n; i++) {
+        remat_hjoin_op op;
+        remat_error e;
+        if (remat_hjoin_op_parse(ops[i], &op, &e) != REMAT_OK) {
+            fprintf(stderr, "%s: %s\n", ops[i], e.message);
+            abort();
+        }
+        if (remat_hjoin_schedule_push(s, op, NULL) != REMAT_OK) abort();
+    }
+    return s;
+}
+
+#define SCHED(...) \
+    schedule_of_text((const char *const[]){__VA_ARGS__}, \
+                     sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
+static remat_hjoin_sim_result *sim(const remat_hjoin *j, const remat_hjoin_schedule *s) {
+    remat_hjoin_sim_result *r = NULL;
+    if (remat_hjoin_simulate(j, s, &r, NULL) != REMAT_OK) abort();
+    return r;
+}
+
+static void test_simulator_by_hand(void) {
+    remat_hjoin *j = hand_net();
+    remat_hjoin_schedule *s = SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2",
+                                    "B 1.1");
+    remat_hjoin_sim_result *r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 10, 1e-12);
+    ASSERT_EQ_U64(r->peak_bytes, 23);
+    static const uint64_t during[] = {10, 12, 16, 21, 23, 15, 12};
+    static const uint64_t after[] = {10, 12, 16, 20, 13, 12, 3};
+    for (size_t k = 0; k < 7; k++) {
+        ASSERT_EQ_U64(r->mem_during[k], during[k]);
+        ASSERT_EQ_U64(r->mem_after[k], after[k]);
+    }
+    uint64_t peak = 0;
+    double t = 0;
+    ASSERT_STATUS(remat_hjoin_store_all_cost(j, &peak, &t, NULL), REMAT_OK);
+    ASSERT_EQ_U64(peak, 23);
+    ASSERT_NEAR(t, 10, 1e-12);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_schedule_free(s);
+    /* T frees a plain input; a recomputation from the kept a[1.0] */
+    s = SCHED("Fck 1.1", "Fn 1.2", "Fall 2.1", "T", "B 2.1", "Fall 1.1", "Fall 1.2", "B 1.2",
+              "B 1.1");
+    r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 12, 1e-12);
+    ASSERT_EQ_U64(r->mem_during[3], 4 + 1 + 3 + 4 + 1 + 4);
+    ASSERT_EQ_U64(r->mem_after[3], 4 + 3 + 4 + 1 + 3);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_schedule_free(s);
+    remat_hjoin_free(j);
+}
+
+static void expect_invalid(const remat_hjoin *j, remat_hjoin_schedule *s, size_t at,
+                           const char *why) {
+    remat_hjoin_sim_result *r = sim(j, s);
+    int ok = !r->valid && r->failed_op == at && strstr(r->reason, why);
+    if (!ok) fprintf(stderr, "  valid %d at %zu: %s (expected %zu: %s)\n", r->valid, r->failed_op,
+                     r->reason, at, why);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_schedule_free(s);
+    if (!ok) abort();
+}
+
+static void test_simulator_messages(void) {
+    remat_hjoin *j = hand_net();
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "B 1.2"), 2, "needs d[2]");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "T"), 2, "needs a[2.1], which is not held");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "T"), 4,
+                   "the turn has already run");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 1.1"), 4,
+                   "B 1 out of order");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "Fall 2.1"), 5,
+                   "forward of stage 1 after B 1");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1"), 5,
+                   "ends before B 1.2");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2"), 2, "ends before T");
+    expect_invalid(j, SCHED("Fall 3.1"), 0, "branch 3 is not in 1..2");
+    expect_invalid(j, SCHED("Fall 2.2"), 0, "stage 2 is not in 1..1 of branch 2");
+    expect_invalid(j, SCHED("Fn 1.2"), 0, "branch 1: needs a[1]");
+    remat_hjoin_free(j);
+}
+
+static void test_plan(void) {
+    remat_hjoin *j = hand_net();
+    remat_hjoin_schedule *s = SCHED("Fck 1.1", "Fn 1.2", "Fall 2.1", "T", "B 2.1", "Fall 1.1",
+                                    "Fall 1.2", "B 1.2", "B 1.1");
+    remat_hjoin_exec_plan *p = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_hjoin_exec_plan_create(j, s, &p, &e), REMAT_OK);
+    ASSERT_EQ_U64(p->n_steps, 9);
+    ASSERT_EQ_U64(p->turn, 3);
+    ASSERT_NEAR(p->time, 12, 1e-12);
+    const remat_hjoin_exec_step *t = &p->steps[3];
+    ASSERT_EQ_U64(t->n_reads, 2);
+    ASSERT_TRUE(t->reads[0].kind == REMAT_EXEC_A && t->reads[0].branch == 1 && t->reads[0].index == 2);
+    ASSERT_TRUE(t->reads[1].kind == REMAT_EXEC_ABAR && t->reads[1].branch == 2 && t->reads[1].index == 1);
+    ASSERT_EQ_U64(t->n_creates, 2);
+    ASSERT_TRUE(t->creates[1].kind == REMAT_EXEC_D && t->creates[1].branch == 2);
+    ASSERT_EQ_U64(t->n_frees, 1);
+    ASSERT_TRUE(t->frees[0].kind == REMAT_EXEC_A && t->frees[0].branch == 1 && t->frees[0].index == 2);
+    const remat_hjoin_exec_step *fn = &p->steps[1]; /* Fn 1.2: reads a[1.1], frees it */
+    ASSERT_TRUE(fn->n_reads == 1 && fn->reads[0].index == 1 && fn->reads[0].branch == 1);
+    ASSERT_TRUE(fn->n_creates == 1 && fn->creates[0].index == 2);
+    ASSERT_TRUE(fn->n_frees == 1 && fn->frees[0].index == 1);
+    const remat_hjoin_exec_step *b = &p->steps[4]; /* B 2.1: d, abar, a[2.0]; frees all three */
+    ASSERT_EQ_U64(b->n_reads, 3);
+    ASSERT_TRUE(b->reads[2].kind == REMAT_EXEC_A && b->reads[2].index == 0 && b->reads[2].branch == 2);
+    ASSERT_EQ_U64(b->n_frees, 3);
+    ASSERT_TRUE(b->n_creates == 1 && b->creates[0].kind == REMAT_EXEC_D && b->creates[0].index == 0);
+    remat_hjoin_sim_result *r = sim(j, s);
+    for (size_t k = 0; k < p->n_steps; k++) {
+        ASSERT_EQ_U64(p->steps[k].mem_during, r->mem_during[k]);
+        ASSERT_EQ_U64(p->steps[k].mem_after, r->mem_after[k]);
+    }
+    ASSERT_EQ_U64(p->peak_bytes, r->peak_bytes);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_exec_plan_free(p);
+    remat_hjoin_schedule_free(s);
+    s = SCHED("Fall 1.1", "T");
+    ASSERT_STATUS(remat_hjoin_exec_plan_create(j, s, &p, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "op 1 (T): needs a[1.2]");
+    ASSERT_TRUE(p == NULL);
+    remat_hjoin_schedule_free(s);
+    remat_hjoin_free(j);
+}
+
+/* Every solver schedule's plan replays to the schedule's own peak. */
+static void test_plans_of_solutions(void) {
+    test_rng r = {51};
+    for (size_t it = 0; it < 30; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, 1 + it % 4, 6);
+        remat_hjoin *j = random_net(&r, &sp);
+        uint64_t peak = 0, mm = 0;
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 0;
+        ASSERT_STATUS(remat_hjoin_store_all_cost(j, &peak, NULL, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_min_memory(j, &o, &mm, NULL), REMAT_OK);
+        remat_hjoin_schedule *s = NULL;
+        remat_hjoin_exec_plan *p = NULL;
+        ASSERT_STATUS(solve_at(j, (mm + peak) / 2, 0, &s, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_exec_plan_create(j, s, &p, NULL), REMAT_OK);
+        ASSERT_EQ_U64(p->peak_bytes, s->peak_bytes);
+        ASSERT_NEAR(p->time, s->time, 1e-9 * (1 + s->time));
+        ASSERT_EQ_U64(s->ops[p->turn].kind, REMAT_HJOIN_OP_T);
+        for (size_t k = 0; k < p->turn; k++) ASSERT_TRUE(s->ops[k].kind != REMAT_HJOIN_OP_B);
+        remat_hjoin_exec_plan_free(p);
+        remat_hjoin_schedule_free(s);
+        remat_hjoin_free(j);
+    }
+}
+
+/* ---- formats ---- */
+
+static void test_json_round_trip(void) {
+    remat_hjoin *j = hand_net();
+    char *text = NULL, *again = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_hjoin_to_json(j, &text, &e), REMAT_OK);
+    ASSERT_TRUE(remat_hjoin_is_json(text, strlen(text)));
+    ASSERT_TRUE(!remat_join_is_problem_json(text, strlen(text)));
+    remat_hjoin *back = NULL;
+    ASSERT_STATUS(remat_hjoin_from_json(text, strlen(text), "rt", &back, &e), REMAT_OK);
+    ASSERT_STATUS(remat_hjoin_to_json(back, &again, &e), REMAT_OK);
+    ASSERT_TRUE(strcmp(text, again) == 0);
+    ASSERT_EQ_U64(back->k, 2);
+    ASSERT_EQ_U64(back->branches[1].input_grad_bytes, 3);
+    ASSERT_EQ_U64(back->branches[0].stages[1].grad_bytes, 1);
+    ASSERT_EQ_U64(back->turn.saved_bytes, 1);
+    ASSERT_TRUE(strcmp(back->branches[1].name, "image") == 0);
+    remat_free(text);
+    remat_free(again);
+    remat_hjoin_free(back);
+    remat_hjoin_free(j);
+    /* defaults: input_grad_bytes = input_bytes, grad_bytes = out_bytes, saved = out */
+    const char *doc = "{\"format\": \"remat-join-2\", \"branches\": [{\"input_bytes\": 8, "
+                      "\"stages\": [{\"fwd_time\": 1, \"bwd_time\": 2, \"out_bytes\": 5, "
+                      "\"saved_bytes\": 6}]}], \"turn\": {\"fwd_time\": 0, \"bwd_time\": 0, "
+                      "\"out_bytes\": 4}, \"note\": \"ignored\"}";
+    ASSERT_STATUS(remat_hjoin_from_json(doc, strlen(doc), "d", &back, &e), REMAT_OK);
+    ASSERT_EQ_U64(back->branches[0].input_grad_bytes, 8);
+    ASSERT_EQ_U64(back->branches[0].stages[0].grad_bytes, 5);
+    ASSERT_EQ_U64(back->turn.saved_bytes, 4);
+    remat_hjoin_free(back);
+}
+
+static void expect_bad(const char *doc, const char *want) {
+    remat_hjoin *j = NULL;
+    remat_error e;
+    remat_status st = remat_hjoin_from_json(doc, strlen(doc), "p.json", &j, &e);
+    int ok = st == REMAT_E_INPUT && !j && strstr(e.message, want) &&
+             strncmp(e.message, "p.json: ", 8) == 0;
+    if (!ok) fprintf(stderr, "  %s\n  -> %d \"%s\", expected \"%s\"\n", doc, st, e.message, want);
+    remat_hjoin_free(j);
+    if (!ok) abort();
+}
+
+#define J2(body) "{\"format\": \"remat-join-2\", " body "}"
+#define ST "{\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 2, \"saved_bytes\": 3}"
+#define BR "{\"input_bytes\": 4, \"stages\": [" ST "]}"
+#define TURN "\"turn\": {\"fwd_time\": 1, \"bwd_time\": 1}"
+
+static void test_hostile_documents(void) {
+    expect_bad(J2(TURN), "branches: missing required field");
+    expect_bad(J2("\"branches\": [" BR "]"), "turn: missing required field");
+    expect_bad(J2("\"branches\": [], " TURN), "branches: a join needs 1 to 4 branches (got 0)");
+    expect_bad(J2("\"branches\": [" BR "," BR "," BR "," BR "," BR "], " TURN), "(got 5)");
+    expect_bad(J2("\"branches\": 3, " TURN), "branches: expected an array, got a number");
+    expect_bad(J2("\"branches\": [7], " TURN), "branches[0]: expected an object, got a number");
+    expect_bad(J2("\"branches\": [{\"stages\": [" ST "]}], " TURN),
+               "branches[0].input_bytes: missing required field");
+    expect_bad(J2("\"branches\": [{\"input_bytes\": 1}], " TURN),
+               "branches[0].stages: missing required field");
+    expect_bad(J2("\"branches\": [{\"input_bytes\": 1, \"stages\": []}], " TURN),
+               "branches[0].stages: a branch needs 1 to");
+    expect_bad(J2("\"branches\": [" BR ", {\"input_bytes\": 1, \"stages\": [{\"bwd_time\": 1, "
+                  "\"out_bytes\": 1, \"saved_bytes\": 1}]}], " TURN),
+               "branches[1].stages[0].fwd_time: missing required field");
+    expect_bad(J2("\"branches\": [{\"input_bytes\": 1, \"stages\": [{\"fwd_time\": -1, "
+                  "\"bwd_time\": 1, \"out_bytes\": 1, \"saved_bytes\": 1}]}], " TURN),
+               "branches[0].stages[0].fwd_time");
+    expect_bad(J2("\"branches\": [{\"input_bytes\": 1, \"stages\": [{\"fwd_time\": 1, "
+                  "\"bwd_time\": 1, \"out_bytes\": 3, \"saved_bytes\": 1}]}], " TURN),
+               "branches[0]: stages[0].saved_bytes: 1 is less than out_bytes 3");
+    expect_bad(J2("\"branches\": [{\"input_bytes\": 9007199254740992, \"stages\": [" ST "]}], "
+                  TURN),
+               "branches[0].input_bytes");
+    expect_bad(J2("\"branches\": [" BR "], \"turn\": {\"fwd_time\": 1}"),
+               "turn.bwd_time: missing required field");
+    expect_bad(J2("\"branches\": [" BR "], \"turn\": {\"fwd_time\": 1, \"bwd_time\": \"x\"}"),
+               "turn.bwd_time");
+    expect_bad(J2("\"branches\": [" BR "], \"turn\": {\"fwd_time\": 1, \"bwd_time\": 1, "
+                  "\"out_bytes\": 5, \"saved_bytes\": 2}"),
+               "turn.saved_bytes: 2 is less than out_bytes 5");
+    expect_bad(J2("\"branches\": [" BR "], \"turn\": []"), "turn: expected an object");
+    expect_bad("{\"format\": \"remat-join-1\", \"branches\": [1]}", "format");
+    expect_bad("[1, 2]", "p.json");
+}
+
+static void test_schedule_format(void) {
+    remat_hjoin_schedule *s = SCHED("Fck 1.1", "Fn 1.2", "Fall 2.1", "T", "B 2.1", "Fall 1.1",
+                                    "Fall 1.2", "B 1.2", "B 1.1");
+    s->time = 12;
+    s->peak_bytes = 17;
+    s->memory_limit = 20;
+    char *text = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_hjoin_schedule_to_json(s, &text, &e), REMAT_OK);
+    ASSERT_CONTAINS(text, "\"format\": \"remat-join-schedule-2\"");
+    ASSERT_CONTAINS(text, "\"Fck 1.1\", \"Fn 1.2\", \"Fall 2.1\", \"T\"");
+    ASSERT_TRUE(remat_hjoin_schedule_is_json(text, strlen(text)));
+    remat_hjoin_schedule *back = NULL;
+    ASSERT_STATUS(remat_hjoin_schedule_from_json(text, strlen(text), "s", &back, &e), REMAT_OK);
+    ASSERT_EQ_U64(back->n_ops, 9);
+    ASSERT_EQ_U64(back->peak_bytes, 17);
+    ASSERT_EQ_U64(back->memory_limit, 20);
+    ASSERT_NEAR(back->time, 12, 0);
+    for (size_t k = 0; k < 9; k++)
+        ASSERT_TRUE(back->ops[k].kind == s->ops[k].kind && back->ops[k].branch == s->ops[k].branch &&
+                    back->ops[k].index == s->ops[k].index);
+    remat_free(text);
+    remat_hjoin_schedule_free(back);
+    remat_hjoin_schedule_free(s);
+    static const char *const bad[] = {"Fck 0.1", "Fck 1.0", "Fck 1", "Fck 5.1", "Q 1.1", "T 1",
+                                      "B 1.x", "Fn 1.2 ", "Fall 1.99999999999", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        remat_hjoin_op op;
+        ASSERT_STATUS(remat_hjoin_op_parse(bad[i], &op, &e), REMAT_E_INPUT);
+        ASSERT_TRUE(e.message[0] != '\0');
+    }
+    const char *doc = "{\"format\": \"remat-join-schedule-2\", \"ops\": [\"Fall 1.1\", \"X\"]}";
+    ASSERT_STATUS(remat_hjoin_schedule_from_json(doc, strlen(doc), "s.json", &back, &e),
+                  REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "s.json: ops[1]: unknown op");
+    ASSERT_TRUE(back == NULL);
+}
+
+static void test_create_checks(void) {
+    remat_stage st = test_stage(1, 1, 2, 3);
+    remat_hjoin_branch br = {"b", 1, 1, 1, &st};
+    remat_stage t = test_stage(0, 0, 0, 0);
+    remat_hjoin *j = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_hjoin_create("x", "ms", 0, &br, &t, &j, &e), REMAT_E_INPUT);
+    ASSERT_STATUS(remat_hjoin_create("x", "ms", 5, &br, &t, &j, &e), REMAT_E_INPUT);
+    br.n = 0;
+    ASSERT_STATUS(remat_hjoin_create("x", "ms", 1, &br, &t, &j, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "join: branches[0]: stages: a branch needs 1 to");
+    br.n = 1;
+    t.fwd_time = NAN;
+    ASSERT_STATUS(remat_hjoin_create("x", "ms", 1, &br, &t, &j, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "turn.fwd_time");
+    t.fwd_time = 0;
+    /* each branch below 2^62 (a chain's own cap), all four above */
+    static remat_stage big[100];
+    for (int q = 0; q < 100; q++) {
+        big[q] = test_stage(1, 1, (uint64_t)1 << 52, ((uint64_t)1 << 53) - 1);
+        big[q].fwd_overhead = big[q].bwd_overhead = big[q].grad_bytes = ((uint64_t)1 << 53) - 1;
+    }
+    remat_hjoin_branch bb[4] = {{"a", 0, 0, 100, big}, {"b", 0, 0, 100, big},
+                                {"c", 0, 0, 100, big}, {"d", 0, 0, 100, big}};
+    ASSERT_STATUS(remat_hjoin_create("x", "ms", 4, bb, &t, &j, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "2^62");
+    ASSERT_STATUS(remat_hjoin_create("x", "ms", 1, &br, &t, &j, &e), REMAT_OK);
+    remat_chain *c = NULL;
+    ASSERT_STATUS(remat_hjoin_branch_chain(j, 1, &c, &e), REMAT_OK);
+    ASSERT_EQ_U64(c->n, 2);
+    ASSERT_EQ_U64(remat_chain_d_bytes(c, 1), 2);
+    remat_chain_free(c);
+    ASSERT_STATUS(remat_hjoin_branch_chain(j, 2, &c, &e), REMAT_E_INPUT);
+    remat_hjoin_free(j);
+}
+
+static void test_flatten(void) {
+    remat_hjoin *j = hand_net();
+    remat_chain *c = NULL;
+    ASSERT_STATUS(remat_hjoin_flatten(j, &c, NULL), REMAT_OK);
+    ASSERT_EQ_U64(c->n, 4);
+    ASSERT_EQ_U64(c->input_bytes, 7);
+    ASSERT_EQ_U64(c->input_grad_bytes, 3);
+    /* branch 1's stages carry a[2.0] (3) and d[2.0] (3) */
+    ASSERT_EQ_U64(c->stages[0].out_bytes, 2 + 3);
+    ASSERT_EQ_U64(c->stages[0].saved_bytes, 3 + 3);
+    ASSERT_EQ_U64(c->stages[1].grad_bytes, 1 + 3);
+    /* branch 2's stage carries a[1.2] (1) and d[1.2] (1) */
+    ASSERT_EQ_U64(c->stages[2].out_bytes, 3 + 1);
+    ASSERT_EQ_U64(c->stages[2].grad_bytes, 3 + 1);
+    ASSERT_NEAR(c->stages[3].fwd_time, 0.5, 0);
+    ASSERT_EQ_U64(c->stages[3].saved_bytes, 1);
+    ASSERT_EQ_U64(c->stages[3].fwd_overhead, 2);
+    remat_chain_free(c);
+    remat_hjoin_free(j);
+}
+
+/* ---- curves and limits ---- */
+
+static void test_curve(void) {
+    test_rng r = {61};
+    for (size_t it = 0; it < 20; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, 2 + it % 3, 6);
+        sp.max_bytes = 1000;
+        remat_hjoin *j = random_net(&r, &sp);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 50;
+        remat_curve *cv = NULL;
+        uint64_t mm = 0, peak = 0;
+        double t_all = 0;
+        ASSERT_STATUS(remat_hjoin_curve(j, &o, 0, &cv, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_min_memory(j, &o, &mm, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_store_all_cost(j, &peak, &t_all, NULL), REMAT_OK);
+        ASSERT_TRUE(cv->n >= 1);
+        ASSERT_EQ_U64(cv->points[0].memory, mm);
+        ASSERT_NEAR(cv->points[cv->n - 1].time, t_all, 1e-9 * (1 + t_all));
+        ASSERT_TRUE(cv->points[cv->n - 1].memory <= peak);
+        ASSERT_TRUE(strcmp(cv->algorithm, "join-optimal") == 0);
+        for (size_t q = 0; q < cv->n; q++) {
+            if (q) {
+                ASSERT_TRUE(cv->points[q].memory > cv->points[q - 1].memory);
+                ASSERT_TRUE(cv->points[q].time < cv->points[q - 1].time);
+            }
+            remat_hjoin_schedule *s = NULL;
+            ASSERT_STATUS(solve_at(j, cv->points[q].memory, 50, &s, NULL), REMAT_OK);
+            ASSERT_TRUE(schedule_ok(j, s, cv->points[q].memory));
+            ASSERT_LE_DBL(s->time, cv->points[q].time, 1e-5 * (1 + s->time));
+            remat_hjoin_schedule_free(s);
+        }
+        remat_curve_free(cv);
+        ASSERT_STATUS(remat_hjoin_curve(j, &o, 3, &cv, NULL), REMAT_OK);
+        ASSERT_TRUE(cv->n <= 3);
+        remat_curve_free(cv);
+        o.memory = mm ? mm - 1 : 0;
+        if (mm > 1) {
+            remat_error e;
+            ASSERT_STATUS(remat_hjoin_curve(j, &o, 0, &cv, &e), REMAT_E_INFEASIBLE);
+            ASSERT_EQ_U64(e.min_memory, mm);
+        }
+        remat_hjoin_free(j);
+    }
+}
+
+static void test_too_large(void) {
+    test_rng r = {71};
+    net_spec sp;
+    random_spec(&r, &sp, 4, 1);
+    for (size_t q = 0; q < 4; q++) sp.len[q] = 40;
+    sp.max_bytes = 1 << 20;
+    remat_hjoin *j = random_net(&r, &sp);
+    uint64_t peak = 0;
+    ASSERT_STATUS(remat_hjoin_store_all_cost(j, &peak, NULL, NULL), REMAT_OK);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = peak / 2;
+    remat_hjoin_schedule *s = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_hjoin_solve(j, &o, &s, &e), REMAT_E_TOO_LARGE);
+    printf("  %s\n", e.message);
+    ASSERT_CONTAINS(e.message, "join");
+    ASSERT_TRUE(s == NULL);
+    o.max_seconds = -1;
+    o.max_work_bytes = 1 << 20;
+    ASSERT_STATUS(remat_hjoin_solve(j, &o, &s, &e), REMAT_E_TOO_LARGE);
+    ASSERT_CONTAINS(e.message, "join: 43046721 states");
+    ASSERT_CONTAINS(e.message, "work limit");
+    remat_hjoin_free(j);
+}
+
 static const test_case cases[] = {
+    {"simulator_by_hand", test_simulator_by_hand},
+    {"simulator_messages", test_simulator_messages},
+    {"plan", test_plan},
+    {"plans_of_solutions", test_plans_of_solutions},
+    {"json_round_trip", test_json_round_trip},
+    {"hostile_documents", test_hostile_documents},
+    {"schedule_format", test_schedule_format},
+    {"create_checks", test_create_checks},
+    {"flatten", test_flatten},
+    {"curve", test_curve},
+    {"too_large", test_too_large},
     {"nesting_limit_example", test_nesting_limit_example},
     {"brute_force_one_branch", test_brute_force_one_branch},
     {"brute_force_two_branches", test_brute_force_two_branches},

@@ -18,13 +18,16 @@
 #include <string.h>
 
 #include "../core/hjoin_internal.h"
+#include "../core/parallel.h"
 #include "solvers_internal.h"
 
 #define HJ_LIM ((uint64_t)1 << 60)
 #define HJ_MAXB REMAT_HJOIN_MAX_BRANCHES
 /* Seconds per inner step of the fill (one candidate at one budget), measured
  * on the development machine (docs/join.md). */
-#define HJ_SEC_PER_STEP 2.0e-9
+#define HJ_SEC_PER_STEP 4.0e-9
+/* Seconds per choice of the bounds pass (no budget dimension). */
+#define HJ_SEC_PER_BOUND 1.0e-8
 
 static uint64_t sat(uint64_t x) { return x > HJ_LIM ? HJ_LIM : x; }
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -207,11 +210,29 @@ static remat_status chain_tables(hj_ctx *x, const remat_solve_options *o, remat_
     return REMAT_OK;
 }
 
-static remat_status bounds(hj_ctx *x, remat_error *err) {
-    REMAT__FORWARD(remat__alloc_table((void **)&x->lo, x->ns, sizeof *x->lo, 0, "join bounds",
-                                      err));
-    REMAT__FORWARD(remat__alloc_table((void **)&x->g, x->ns, sizeof *x->g, 0, "join bounds",
-                                      err));
+static uint64_t work_cap(const remat_solve_options *o) {
+    return o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+}
+
+/* Refuses, before the bounds pass, a state space too large for the limits. */
+static remat_status check_states(const hj_ctx *x, const remat_solve_options *o,
+                                 remat_error *err) {
+    uint64_t cap = work_cap(o), per = 2 * sizeof(uint64_t) + sizeof(hj_view) + sizeof(size_t);
+    REMAT__RETURN_IF(x->ns > cap / per, err, REMAT_E_TOO_LARGE,
+                     "join: %zu states would need %.3g bytes, more than the work limit of %llu "
+                     "bytes; use shorter or fewer branches, or a larger work limit",
+                     x->ns, (double)x->ns * (double)per, (unsigned long long)cap);
+    double steps = (double)x->ns * (double)max_choices(x) / 2; /* half on average */
+    return remat__check_time(o, steps * HJ_SEC_PER_BOUND, "join",
+                             "use shorter or fewer branches", err);
+}
+
+static remat_status bounds(hj_ctx *x, const remat_solve_options *o, remat_error *err) {
+    REMAT__FORWARD(check_states(x, o, err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->lo, x->ns, sizeof *x->lo, work_cap(o),
+                                      "join bounds", err));
+    REMAT__FORWARD(remat__alloc_table((void **)&x->g, x->ns, sizeof *x->g, work_cap(o),
+                                      "join bounds", err));
     hj_choice *ch = remat__calloc(max_choices(x), sizeof *ch);
     REMAT__RETURN_IF(!ch, err, REMAT_E_NOMEM, "join: out of memory");
     hj_state st;
@@ -254,7 +275,7 @@ static double view_at(const hj_ctx *x, size_t id, uint64_t b) {
  * (held outside by every path to the state, so no larger budget is read);
  * the cells and the inner steps they take. */
 static remat_status layout(hj_ctx *x, const remat_solve_options *o, remat_error *err) {
-    uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    uint64_t cap = work_cap(o);
     REMAT__FORWARD(remat__alloc_table((void **)&x->vw, x->ns, sizeof *x->vw, cap, "join rows",
                                       err));
     size_t total = 0;
@@ -283,13 +304,31 @@ static remat_status layout(hj_ctx *x, const remat_solve_options *o, remat_error 
                      "join: the table would need %llu bytes, more than the work limit of %llu "
                      "bytes; use fewer slots (--slots) or a larger work limit",
                      (unsigned long long)bytes, (unsigned long long)cap);
-    REMAT__FORWARD(remat__check_time(o, steps * HJ_SEC_PER_STEP, "join",
-                                     "use fewer slots (--slots)", err));
+    REMAT__FORWARD(remat__check_time(o, remat__parallel_seconds(o, steps * HJ_SEC_PER_STEP),
+                                     "join", "use fewer slots (--slots)", err));
     return remat__alloc_table((void **)&x->tab, total ? total : 1, sizeof(double), cap,
                               "join table", err);
 }
 
-/* The row of id: min over the choices, cell by cell. */
+/* row[b - lo] = min(row, c + J(sub, b - w) [+ C(s, e, b - cw)]) for b in
+ * [b0, hi): the arithmetic of pick(), with the reads inlined. */
+static void relax(const hj_ctx *x, double *row, uint64_t lo, uint64_t b0, uint64_t hi,
+                  const hj_choice *c, const remat__chain_row *cr) {
+    const hj_view *sv = &x->vw[c->sub];
+    const double *sub = x->tab + sv->off;
+    uint64_t slast = sv->hi - 1; /* from there on the sub-row's last value */
+    for (uint64_t b = b0; b < hi; b++) {
+        uint64_t xs = b - c->w < slast ? b - c->w : slast;
+        double t = c->c + sub[xs - sv->lo];
+        if (cr) {
+            uint64_t y = b - c->cw;
+            t += (double)(y < cr->hi ? cr->row[y - cr->lo] : cr->tail) / cr->scale;
+        }
+        if (t < row[b - lo]) row[b - lo] = t;
+    }
+}
+
+/* The row of id: min over the choices. */
 static void fill_row(const hj_ctx *x, size_t id, hj_choice *ch) {
     const hj_view *v = &x->vw[id];
     if (v->hi <= v->lo) return;
@@ -304,27 +343,81 @@ static void fill_row(const hj_ctx *x, size_t id, hj_choice *ch) {
     size_t n = choices(x, id, &st, ch);
     for (size_t q = 0; q < n; q++) {
         const hj_choice *c = &ch[q];
-        uint64_t b0 = max2(v->lo, max2(c->need, sat(x->vw[c->sub].lo + c->w)));
-        if (c->sp) b0 = max2(b0, sat(chain_need(x, c->m, st.s[c->m], c->sp - 1) + c->cw));
-        for (uint64_t b = b0; b < v->hi; b++) {
-            double t = c->c + view_at(x, c->sub, b - c->w);
-            if (c->sp)
-                t += remat__chain_table_time(x->ct[c->m], st.s[c->m], c->sp - 1, b - c->cw);
-            if (t < row[b - v->lo]) row[b - v->lo] = t;
+        const hj_view *sv = &x->vw[c->sub];
+        if (sv->hi <= sv->lo) continue; /* the rest never fits */
+        uint64_t b0 = max2(v->lo, max2(c->need, sat(sv->lo + c->w)));
+        remat__chain_row cr;
+        if (c->sp) {
+            uint32_t s = st.s[c->m];
+            remat__chain_table_row(x->ct[c->m], s, c->sp - 1, &cr);
+            b0 = max2(b0, sat(chain_need(x, c->m, s, c->sp - 1) + c->cw));
+            b0 = max2(b0, sat(cr.lo + c->cw));
         }
+        if (b0 < v->hi) relax(x, row, v->lo, b0, v->hi, c, c->sp ? &cr : NULL);
     }
 }
 
-static remat_status fill(hj_ctx *x, const remat_solve_options *o, remat_error *err) {
-    hj_choice *ch = remat__calloc(max_choices(x), sizeof *ch);
-    REMAT__RETURN_IF(!ch, err, REMAT_E_NOMEM, "join: out of memory");
-    size_t every = x->ns / 32 + 1;
-    for (size_t id = x->ns; id-- > 0;) {
-        fill_row(x, id, ch);
-        if (id % every == 0) remat__progress(o, 1.0 - (double)id / (double)x->ns, "join: table");
+/* The rows of one level (states whose codes add up to the same sum) depend
+ * only on higher levels, so a level is filled by parallel workers. */
+typedef struct hj_fill {
+    const hj_ctx *x;
+    const size_t *ids; /* this level's states */
+    hj_choice *ch;     /* one buffer of max_choices per worker */
+    size_t nch;
+} hj_fill;
+
+static void fill_item(const void *arg, size_t i, unsigned worker) {
+    const hj_fill *f = arg;
+    fill_row(f->x, f->ids[i], f->ch + (size_t)worker * f->nch);
+}
+
+static size_t level_of(const hj_ctx *x, size_t id) {
+    size_t sum = 0;
+    for (size_t j = 0; j < x->k; j++) sum += id / x->stride[j] % (2 * x->L[j] + 1);
+    return sum;
+}
+
+/* States by level, highest first: order[start[l] .. start[l+1]) is the
+ * l-th level from the top. */
+static remat_status levels(const hj_ctx *x, size_t **order, size_t **start, size_t *nl,
+                           remat_error *err) {
+    size_t top = 0;
+    for (size_t j = 0; j < x->k; j++) top += 2 * (size_t)x->L[j];
+    *nl = top + 1;
+    *order = remat__calloc(x->ns, sizeof **order);
+    *start = remat__calloc(*nl + 1, sizeof **start);
+    size_t *next = remat__calloc(*nl, sizeof *next);
+    if (!*order || !*start || !next) {
+        free(next);
+        return remat__fail(err, REMAT_E_NOMEM, "join: out of memory");
     }
-    free(ch);
+    for (size_t id = 0; id < x->ns; id++) (*start)[top - level_of(x, id) + 1]++;
+    for (size_t l = 1; l <= *nl; l++) (*start)[l] += (*start)[l - 1];
+    memcpy(next, *start, *nl * sizeof *next);
+    for (size_t id = 0; id < x->ns; id++) (*order)[next[top - level_of(x, id)]++] = id;
+    free(next);
     return REMAT_OK;
+}
+
+static remat_status fill(hj_ctx *x, const remat_solve_options *o, remat_error *err) {
+    unsigned threads = x->cells < ((size_t)1 << 16) ? 1 : remat__threads(o->threads);
+    if (threads > 64) threads = 64;
+    size_t *order = NULL, *start = NULL, nl = 0;
+    hj_fill f = {x, NULL, NULL, max_choices(x)};
+    remat_status st = levels(x, &order, &start, &nl, err);
+    if (st == REMAT_OK) {
+        f.ch = remat__calloc((size_t)threads * f.nch, sizeof *f.ch);
+        if (!f.ch) st = remat__fail(err, REMAT_E_NOMEM, "join: out of memory");
+    }
+    for (size_t l = 0; st == REMAT_OK && l < nl; l++) {
+        f.ids = order + start[l];
+        remat__parallel_for(threads, start[l + 1] - start[l], fill_item, &f);
+        remat__progress(o, (double)start[l + 1] / (double)x->ns, "join: table");
+    }
+    free(f.ch);
+    free(order);
+    free(start);
+    return st;
 }
 
 /* ---- the schedule ---- */
@@ -512,7 +605,7 @@ static remat_status need_at(const remat__hjoin_net *net, const remat_solve_optio
     hj_ctx x;
     remat_status st = ctx_init(&x, net, u, err);
     if (st == REMAT_OK) st = chain_tables(&x, o, err); /* budget 0: needs only */
-    if (st == REMAT_OK) st = bounds(&x, err);
+    if (st == REMAT_OK) st = bounds(&x, o, err);
     if (st == REMAT_OK) *need = x.lo[0];
     ctx_free(&x);
     return st;
@@ -559,7 +652,7 @@ static remat_status table_at_unit(hj_ctx *x, const remat__hjoin_net *net,
     REMAT__FORWARD(ctx_init(x, net, u, err));
     x->budget = mem / u;
     REMAT__FORWARD(chain_tables(x, o, err));
-    REMAT__FORWARD(bounds(x, err));
+    REMAT__FORWARD(bounds(x, o, err));
     *fits = x->lo[0] <= x->budget;
     if (!*fits) return REMAT_OK;
     REMAT__FORWARD(layout(x, o, err));

@@ -1523,6 +1523,12 @@ double remat__chain_table_time(const remat__chain_table *t, size_t s, size_t e, 
     return (double)table_at(&t->x, s, e, m) / t->x.scale;
 }
 
+void remat__chain_table_row(const remat__chain_table *t, size_t s, size_t e,
+                            remat__chain_row *out) {
+    opt_view v = view_of(&t->x, s, e);
+    *out = (remat__chain_row){v.row, v.lo, v.hi, v.tail, t->x.scale};
+}
+
 uint64_t remat__chain_table_need(const remat__chain_table *t, size_t s, size_t e) {
     return t->x.lo[IDX(&t->x, s, e)];
 }

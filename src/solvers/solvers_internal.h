@@ -63,6 +63,17 @@ remat_status remat__chain_table_create(const remat_chain *c, uint64_t unit, uint
 void remat__chain_table_free(remat__chain_table *t);
 double remat__chain_table_time(const remat__chain_table *t, size_t s, size_t e, uint64_t m);
 uint64_t remat__chain_table_need(const remat__chain_table *t, size_t s, size_t e);
+/* The row of (s, e) for loops over budgets: C(s, e, m) is INFINITY for
+ * m < lo, row[m - lo] / scale for m < hi, else tail / scale (the same
+ * double remat__chain_table_time gives). */
+typedef struct remat__chain_row {
+    const float *row;
+    uint64_t lo, hi;
+    float tail;
+    double scale;
+} remat__chain_row;
+void remat__chain_table_row(const remat__chain_table *t, size_t s, size_t e,
+                            remat__chain_row *out);
 remat_status remat__chain_table_ops(const remat__chain_table *t, size_t s, size_t e, uint64_t m,
                                     remat_schedule *out, remat_error *err);
 
