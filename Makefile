@@ -164,6 +164,7 @@ figures: all
 	$(REMAT_PY) solve $(R101) --memory 3GiB -o $(BUILD)/fig-optimal.json
 	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-optimal.json -o docs/img/timeline_resnet101_optimal.png
 	$(REMAT_PY) plot join examples/join/toy.json --compare -o docs/img/join_toy.png
+	$(REMAT_PY) plot join examples/join/clip-like.json --compare -o docs/img/join_clip_like.png
 
 # The main job as a user gets it: pip installs the package (library inside,
 # the `remat` command on the venv's PATH), then info and the curve of ResNet-101.

@@ -123,12 +123,13 @@ static int run_case(const char *name, const char *file, const tower *towers, siz
     o.max_seconds = -1;
     remat_error e;
     double t0 = now();
+    clock_t c0 = clock();
     remat_curve *cv = NULL, *fcv = NULL;
     if (remat_hjoin_curve(j, &o, 0, &cv, &e) != REMAT_OK) {
         fprintf(stderr, "%s: %s\n", name, e.message);
         return 1;
     }
-    double t1 = now();
+    double t1 = now(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
     remat_chain *flat = NULL;
     if (remat_hjoin_flatten(j, &flat, &e) != REMAT_OK ||
         remat_curve_compute(flat, &o, 0, &fcv, &e) != REMAT_OK) {
@@ -149,8 +150,8 @@ static int run_case(const char *name, const char *file, const tower *towers, siz
     for (size_t b = 0; b < k; b++)
         len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%zu", b ? ", " : "",
                                 j->branches[b].n);
-    printf("| %s | (%s) | %.2f | %.1f | %.1f | %.1f | %.1f / %.1f | %.3f / %.3f / %.3f |\n",
-           name, shape, t1 - t0, mib(peak), mib(cv->points[0].memory),
+    printf("| %s | (%s) | %.2f (%.2f) | %.1f | %.1f | %.1f | %.1f / %.1f | %.3f / %.3f / %.3f |\n",
+           name, shape, t1 - t0, cpu, mib(peak), mib(cv->points[0].memory),
            mib(fcv->points[0].memory), mib(r->peak_bytes), r->time,
            curve_at(cv, r->peak_bytes) / t_all, curve_at(fcv, r->peak_bytes) / t_all,
            r->time / t_all);
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {
     const tower text = {"text", 12, 4.8, 0.02}, vit12 = {"vision", 12, 4.7, 18.4},
                 vit24 = {"vision", 24, 4.7, 18.4}, cnn = {"embed", 12, 6.0, 18.4},
                 text16 = {"text", 16, 4.8, 0.02}, vit16 = {"vision", 16, 4.7, 18.4};
-    printf("| network | stages | table (s) | store-all (MiB) | join min (MiB) | flat-chain min "
+    printf("| network | stages | curve, wall s (CPU s) | store-all (MiB) | join min (MiB) | flat-chain min "
            "(MiB) | per-layer peak (MiB) / time | time at the per-layer peak: join / flat / "
            "per-layer (x store-all) |\n");
     printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");

@@ -329,6 +329,7 @@ static void hjoin_calls(reader *r, const remat_hjoin *j) {
     hand.time = real(r);
     hand.n_ops = byte(r) % 10;
     hand.cap = byte(r) & 1 ? 8 : 0;
+    if (!hand.cap && hand.n_ops > 8) hand.n_ops = 8; /* past the array only where cap says so */
     hand.ops = byte(r) & 1 ? ops : NULL;
     remat_hjoin_sim_result *res = NULL;
     status_ok(remat_hjoin_simulate(j, &hand, &res, &e), &e);
