@@ -250,9 +250,9 @@ static remat_status bounds(hj_ctx *x, const remat_solve_options *o, remat_error 
             if (c->sp) {
                 uint64_t cn = chain_need(x, c->m, st.s[c->m], c->sp - 1);
                 v = max2(v, sat(cn + c->cw));
-            } else {
-                g = g < max2(c->need, sat(x->g[c->sub] + c->w))
-                        ? g : max2(c->need, sat(x->g[c->sub] + c->w));
+            } else { /* all-Fall from here: Fall s, then all-Fall in the rest */
+                uint64_t all = max2(c->need, sat(x->g[c->sub] + c->w));
+                if (all < g) g = all;
             }
             if (v < lo) lo = v;
         }
