@@ -503,6 +503,247 @@ static void test_slots_within_limit(void) {
     }
 }
 
+static remat_hjoin *order_conflict(void);
+
+/* ---- the true optimum: every valid schedule, exact-style ----
+ *
+ * A Dijkstra over memory states, as src/solvers/exact.c does for a chain.
+ * Between ops a state is: whether T has run, and per branch the B expected
+ * next and, for every index up to it, whether a, abar or neither is held
+ * (the gradients held follow from those). Edges are the simulator's ops
+ * (remat__hjoin_apply) whose memory in use fits the limit; persistence is
+ * not required (an Fn may drop any plain value), Del is not an op here. The
+ * nested solver can only be slower. */
+
+#define EX_KEY 24
+
+typedef struct ex_node {
+    uint8_t key[EX_KEY];
+    double g;
+    int done;
+} ex_node;
+
+typedef struct ex_search {
+    const remat__hjoin_net *net;
+    ex_node *nodes;
+    size_t n, cap;
+    uint32_t *slot; /* open addressing: node index + 1, 0 empty */
+    size_t nslot;
+    uint32_t *heap;
+    size_t nheap;
+} ex_search;
+
+static void ex_key(const remat__hjoin_net *net, const remat__hjoin_state *st, uint8_t *key) {
+    memset(key, 0, EX_KEY);
+    size_t at = 0;
+    key[at++] = (uint8_t)st->turned;
+    for (size_t b = 0; b < net->k; b++) {
+        key[at++] = (uint8_t)st->b[b].next_b;
+        for (uint32_t i = 0; i <= net->n[b]; i++) key[at++] = st->b[b].val[i];
+    }
+}
+
+/* The state of a key (dheld rebuilt from next_b and the turn). */
+static void ex_state(const remat__hjoin_net *net, const uint8_t *key, remat__hjoin_state *st) {
+    size_t at = 0;
+    st->turned = key[at++];
+    st->mem = 0;
+    for (size_t b = 0; b < net->k; b++) {
+        remat__sim_state *s = &st->b[b];
+        const remat_chain *c = net->c[b];
+        s->next_b = key[at++];
+        memset(s->dheld, 0, c->n + 1);
+        s->mem = 0;
+        for (uint32_t i = 0; i <= net->n[b]; i++) {
+            s->val[i] = key[at++];
+            s->mem += s->val[i] == REMAT__HELD_A      ? remat_chain_a_bytes(c, i)
+                      : s->val[i] == REMAT__HELD_ABAR ? remat_chain_abar_bytes(c, i)
+                                                      : 0;
+        }
+        if (st->turned) {
+            s->dheld[s->next_b] = 1;
+            s->mem += remat_chain_d_bytes(c, s->next_b);
+        }
+        st->mem += s->mem;
+    }
+}
+
+static uint64_t ex_hash(const uint8_t *key) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < EX_KEY; i++) h = (h ^ key[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint32_t ex_find(ex_search *x, const uint8_t *key) {
+    size_t h = (size_t)(ex_hash(key) % x->nslot);
+    while (x->slot[h]) {
+        if (memcmp(x->nodes[x->slot[h] - 1].key, key, EX_KEY) == 0) return x->slot[h] - 1;
+        h = (h + 1) % x->nslot;
+    }
+    if (x->n == x->cap) {
+        x->cap *= 2;
+        x->nodes = realloc(x->nodes, x->cap * sizeof *x->nodes);
+        if (!x->nodes) abort();
+    }
+    if (2 * x->n >= x->nslot) abort(); /* the table is sized for the state count */
+    memcpy(x->nodes[x->n].key, key, EX_KEY);
+    x->nodes[x->n].g = INFINITY;
+    x->nodes[x->n].done = 0;
+    x->slot[h] = (uint32_t)(x->n + 1);
+    return (uint32_t)x->n++;
+}
+
+static int ex_less(const ex_search *x, uint32_t a, uint32_t b) {
+    return x->nodes[a].g < x->nodes[b].g;
+}
+
+static void ex_push(ex_search *x, uint32_t v) {
+    size_t i = x->nheap++;
+    x->heap[i] = v;
+    while (i && ex_less(x, x->heap[i], x->heap[(i - 1) / 2])) {
+        uint32_t t = x->heap[i];
+        x->heap[i] = x->heap[(i - 1) / 2];
+        x->heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static uint32_t ex_pop(ex_search *x) {
+    uint32_t top = x->heap[0];
+    x->heap[0] = x->heap[--x->nheap];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < x->nheap && ex_less(x, x->heap[l], x->heap[m])) m = l;
+        if (r < x->nheap && ex_less(x, x->heap[r], x->heap[m])) m = r;
+        if (m == i) break;
+        uint32_t t = x->heap[i];
+        x->heap[i] = x->heap[m];
+        x->heap[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+/* The least time of any valid schedule within limit (INFINITY when none). */
+static double exact_join(const remat__hjoin_net *net, uint64_t limit) {
+    size_t states = 2;
+    for (size_t b = 0; b < net->k; b++) {
+        size_t per = net->n[b] + 1u;
+        for (uint32_t i = 0; i <= net->n[b]; i++) per *= 3;
+        states *= per;
+    }
+    ex_search x = {net, NULL, 0, 1024, NULL, 2 * states + 1, NULL, 0};
+    x.nodes = malloc(x.cap * sizeof *x.nodes);
+    x.slot = calloc(x.nslot, sizeof *x.slot);
+    x.heap = malloc((4 * states + 4) * sizeof *x.heap); /* lazy deletion: one entry per relax */
+    remat__hjoin_state st, nx;
+    if (!x.nodes || !x.slot || !x.heap || remat__hjoin_state_init(net, &st, NULL) != REMAT_OK ||
+        remat__hjoin_state_init(net, &nx, NULL) != REMAT_OK)
+        abort();
+    double best = INFINITY;
+    uint8_t key[EX_KEY];
+    if (st.mem <= limit) {
+        ex_key(net, &st, key);
+        uint32_t s0 = ex_find(&x, key);
+        x.nodes[s0].g = 0;
+        ex_push(&x, s0);
+    }
+    char why[256];
+    while (x.nheap) {
+        uint32_t u = ex_pop(&x);
+        if (x.nodes[u].done) continue;
+        x.nodes[u].done = 1;
+        double g = x.nodes[u].g;
+        ex_state(net, x.nodes[u].key, &st);
+        if (remat__hjoin_done(net, &st, why, sizeof why)) {
+            best = g;
+            break;
+        }
+        for (size_t b = 0; b <= net->k; b++) {
+            for (uint32_t i = b < net->k ? 1 : 0; i <= (b < net->k ? net->n[b] : 0); i++)
+                for (uint8_t kind = 0; kind <= (b < net->k ? REMAT_HJOIN_OP_B : 0); kind++) {
+                    remat_hjoin_op op = b < net->k ? (remat_hjoin_op){kind, (uint8_t)(b + 1), i}
+                                                   : (remat_hjoin_op){REMAT_HJOIN_OP_T, 0, 0};
+                    remat__hjoin_state_copy(net, &nx, &st);
+                    uint64_t during;
+                    double t;
+                    if (!remat__hjoin_apply(net, &nx, op, &during, &t, why, sizeof why) ||
+                        during > limit)
+                        continue;
+                    ex_key(net, &nx, key);
+                    if (memcmp(key, x.nodes[u].key, EX_KEY) == 0) continue;
+                    uint32_t v = ex_find(&x, key);
+                    if (!x.nodes[v].done && g + t < x.nodes[v].g) {
+                        x.nodes[v].g = g + t;
+                        if (x.nheap >= 4 * states + 4) abort();
+                        ex_push(&x, v);
+                    }
+                }
+        }
+    }
+    remat__hjoin_state_free(&st);
+    remat__hjoin_state_free(&nx);
+    free(x.nodes);
+    free(x.slot);
+    free(x.heap);
+    return best;
+}
+
+/* On hand-checked cases first: the conflict example fits 21 bytes in 4 ms;
+ * then the solver against every schedule on random tiny networks. */
+static void test_exact_at_most_solver(void) {
+    size_t at[3] = {0, 0, 0}, lower = 0, total = 0;
+    double worst = 1;
+    size_t below = 0, nb = 0;
+    test_rng r = {91};
+    for (size_t it = 0; it < 60; it++) {
+        net_spec sp;
+        random_spec(&r, &sp, 1 + it % 3, it % 3 == 2 ? 1 : 2);
+        remat_hjoin *j = random_net(&r, &sp);
+        remat__hjoin_net net = net_of(j);
+        uint64_t peak = 0, mm = 0;
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 0;
+        ASSERT_STATUS(remat_hjoin_store_all_cost(j, &peak, NULL, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_min_memory(j, &o, &mm, NULL), REMAT_OK);
+        for (int q = 0; q < 3; q++) {
+            uint64_t m = mm + (peak - mm) * (uint64_t)q / 4;
+            remat_hjoin_schedule *s = NULL;
+            ASSERT_STATUS(solve_at(j, m, 0, &s, NULL), REMAT_OK);
+            double ex = exact_join(&net, m);
+            total++;
+            if (!(ex <= s->time + 1e-9)) {
+                remat_hjoin_schedule_free(s);
+                remat__hjoin_net_free(&net);
+                remat_hjoin_free(j);
+                TEST_FAIL_("exact %g above the solver's %g", ex, s->time);
+            }
+            if (ex < s->time - 1e-9 * (1 + s->time)) {
+                lower++;
+                at[q]++;
+                if (s->time / ex > worst) worst = s->time / ex;
+            }
+            remat_hjoin_schedule_free(s);
+        }
+        if (mm > 0) { /* below the solver's smallest limit some schedule may still fit */
+            nb++;
+            below += exact_join(&net, mm - 1) < INFINITY;
+        }
+        remat__hjoin_net_free(&net);
+        remat_hjoin_free(j);
+    }
+    printf("  every schedule beats the nested optimum at %zu of %zu limits (%zu, %zu, %zu at the "
+           "smallest, a quarter, half way to store-all), worst ratio %.3f; fits below the "
+           "smallest limit in %zu of %zu\n",
+           lower, total, at[0], at[1], at[2], worst, below, nb);
+    remat_hjoin *c = order_conflict();
+    remat__hjoin_net net = net_of(c);
+    ASSERT_NEAR(exact_join(&net, 21), 4, 0);
+    remat__hjoin_net_free(&net);
+    remat_hjoin_free(c);
+}
+
 /* Two one-stage branches where the forward wants branch 1 first (its
  * Fall has a large overhead, best run while little is held) and the backward
  * wants branch 2 last (its B has a large overhead, best run once branch 1
@@ -1033,6 +1274,7 @@ static const test_case cases[] = {
     {"threads_same_schedule", test_threads_same_schedule},
     {"too_large", test_too_large},
     {"nesting_limit_example", test_nesting_limit_example},
+    {"exact_at_most_solver", test_exact_at_most_solver},
     {"brute_force_one_branch", test_brute_force_one_branch},
     {"brute_force_two_branches", test_brute_force_two_branches},
     {"brute_force_three_branches", test_brute_force_three_branches},
