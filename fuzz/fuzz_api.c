@@ -1,7 +1,7 @@
 /* libFuzzer target: every public function, called on structs built straight
  * from the bytes (not through the validating constructors): NULL pointers,
  * counts past the arrays, unterminated names, NaN times, branch counts past
- * REMAT_JOIN_MAX_BRANCHES. The library must answer each with a status (or,
+ * REMAT_JOIN_MAX_BRANCHES and REMAT_HJOIN_MAX_BRANCHES. The library must answer each with a status (or,
  * for helpers without one, a neutral value) and never read out of bounds.
  * tests/cli/test_abi.sh checks that every REMAT_API function appears in some
  * fuzz target. */
@@ -111,6 +111,30 @@ static void make_problem(reader *r, remat_join_problem *p) {
     p->bwd_time = real(r);
     p->turn_time = real(r);
     p->slots = u64(r) % 64;
+}
+
+/* A join network struct exactly as the bytes say; each branch has room for
+ * 8 of `stages`. */
+static void make_hjoin(reader *r, remat_hjoin *j, remat_stage *stages) {
+    memset(j, 0, sizeof *j);
+    fill_name(r, j->name, sizeof j->name);
+    fill_name(r, j->time_unit, sizeof j->time_unit);
+    unsigned b = byte(r);
+    j->k = b % 7; /* past REMAT_HJOIN_MAX_BRANCHES too */
+    if (b & 0x80) j->k = SIZE_MAX;
+    for (size_t q = 0; q < REMAT_HJOIN_MAX_BRANCHES; q++) {
+        remat_hjoin_branch *br = &j->branches[q];
+        fill_name(r, br->name, sizeof br->name);
+        br->input_bytes = u64(r) % 64;
+        br->input_grad_bytes = byte(r) & 1 ? 0 : u64(r);
+        unsigned c = byte(r);
+        br->n = c % 5;
+        if (c & 0x80) br->n = 1000000;
+        br->stages = c & 0x40 ? NULL : stages;
+    }
+    j->turn = stages[byte(r) % 8];
+    j->turn.out_bytes %= 16;
+    j->turn.saved_bytes = j->turn.out_bytes + byte(r) % 4;
 }
 
 /* A failure comes with a message; a success leaves something to free. */
@@ -299,6 +323,78 @@ static void join_calls(reader *r, const remat_join_problem *p) {
     }
 }
 
+static void hjoin_calls(reader *r, const remat_hjoin *j) {
+    remat_error e;
+    char *json = NULL;
+    remat_status st = remat_hjoin_to_json(j, &json, &e);
+    status_ok(st, &e);
+    if (st == REMAT_OK) {
+        CHECK(remat_hjoin_is_json(json, strlen(json)));
+        remat_hjoin *back = NULL;
+        CHECK(remat_hjoin_from_json(json, strlen(json), "<rt>", &back, &e) == REMAT_OK);
+        remat_hjoin_free(back);
+        remat_free(json);
+    }
+    status_ok(remat_hjoin_save(j, "/dev/null", &e), &e);
+    remat_hjoin *copy = NULL;
+    status_ok(remat_hjoin_create(j->name, NULL, j->k, j->branches, &j->turn, &copy, &e), &e);
+    remat_hjoin_free(copy);
+    remat_chain *c = NULL;
+    status_ok(remat_hjoin_branch_chain(j, byte(r) % 6, &c, &e), &e);
+    remat_chain_free(c);
+    status_ok(remat_hjoin_flatten(j, &c, &e), &e);
+    remat_chain_free(c);
+    uint64_t peak = 0, mm = 0;
+    double t = 0;
+    status_ok(remat_hjoin_store_all_cost(j, &peak, &t, &e), &e);
+    /* a hand-made schedule: counts without arrays, past the capacity */
+    remat_hjoin_op ops[8];
+    for (size_t k = 0; k < 8; k++)
+        ops[k] = (remat_hjoin_op){(uint8_t)(byte(r) % 6), (uint8_t)(byte(r) % 6), byte(r) % 6};
+    remat_hjoin_schedule hand;
+    memset(&hand, 0, sizeof hand);
+    fill_name(r, hand.algorithm, sizeof hand.algorithm);
+    hand.time = real(r);
+    hand.n_ops = byte(r) % 10;
+    hand.cap = byte(r) & 1 ? 8 : 0;
+    if (!hand.cap && hand.n_ops > 8) hand.n_ops = 8; /* past the array only where cap says so */
+    hand.ops = byte(r) & 1 ? ops : NULL;
+    remat_hjoin_sim_result *res = NULL;
+    status_ok(remat_hjoin_simulate(j, &hand, &res, &e), &e);
+    remat_hjoin_sim_result_free(res);
+    remat_hjoin_exec_plan *plan = NULL;
+    status_ok(remat_hjoin_exec_plan_create(j, &hand, &plan, &e), &e);
+    remat_hjoin_exec_plan_free(plan);
+    st = remat_hjoin_schedule_to_json(&hand, &json, &e);
+    status_ok(st, &e);
+    if (st == REMAT_OK) {
+        CHECK(!strstr(json, "nan") && !strstr(json, "inf"));
+        remat_free(json);
+    }
+    status_ok(remat_hjoin_schedule_save(&hand, "/dev/null", &e), &e);
+    if (hand.cap == 8 && hand.ops && hand.n_ops < hand.cap)
+        status_ok(remat_hjoin_schedule_push(&hand, ops[0], &e), &e);
+    char text[REMAT_HJOIN_OP_TEXT_MAX];
+    remat_hjoin_op_format(ops[1], text);
+    remat_hjoin_op back;
+    (void)remat_hjoin_op_parse(text, &back, &e);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = u64(r);
+    o.slots = byte(r) % 3 == 0 ? 0 : 16;
+    o.max_work_bytes = 4u << 20;
+    o.max_seconds = 0.5;
+    o.threads = 1;
+    remat_hjoin_schedule *s = NULL;
+    status_ok(remat_hjoin_solve(j, &o, &s, &e), &e);
+    remat_hjoin_schedule_free(s);
+    status_ok(remat_hjoin_min_memory(j, &o, &mm, &e), &e);
+    remat_curve *cv = NULL;
+    o.memory = 0;
+    status_ok(remat_hjoin_curve(j, &o, byte(r) % 4, &cv, &e), &e);
+    remat_curve_free(cv);
+}
+
 static void text_calls(const uint8_t *data, size_t size) {
     char text[48];
     size_t n = size < sizeof text - 1 ? size : sizeof text - 1;
@@ -318,6 +414,20 @@ static void text_calls(const uint8_t *data, size_t size) {
     CHECK(valid == (strcmp(remat_algorithm_summary(any), "?") != 0));
     remat_join_op jop;
     status_ok(remat_join_op_parse(text, &jop, &e), &e);
+    remat_hjoin_op hop;
+    status_ok(remat_hjoin_op_parse(text, &hop, &e), &e);
+    (void)remat_hjoin_is_json(text, n);
+    (void)remat_hjoin_schedule_is_json(text, n);
+    remat_hjoin *hj = NULL;
+    status_ok(remat_hjoin_load("/dev/null", &hj, &e), &e);
+    status_ok(remat_hjoin_from_json(text, n, NULL, &hj, &e), &e);
+    remat_hjoin_free(hj);
+    remat_hjoin_schedule *hs = NULL;
+    status_ok(remat_hjoin_schedule_load("/dev/null", &hs, &e), &e);
+    status_ok(remat_hjoin_schedule_from_json(text, n, NULL, &hs, &e), &e);
+    remat_hjoin_schedule_free(hs);
+    status_ok(remat_hjoin_schedule_create(text, &hs, &e), &e);
+    remat_hjoin_schedule_free(hs);
     remat_op op;
     status_ok(remat_op_parse(text, &op, &e), &e);
     (void)remat_sizeof(text);
@@ -356,13 +466,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     remat_op ops[16];
     remat_schedule s;
     remat_join_problem p;
+    remat_hjoin hj;
     make_chain(&r, &c, stages, opts);
     make_schedule(&r, &s, ops);
     make_problem(&r, &p);
-    switch (byte(&r) % 4) {
+    make_hjoin(&r, &hj, stages);
+    switch (byte(&r) % 5) {
     case 0: chain_calls(&r, &c, &s); break;
     case 1: schedule_calls(&r, &s); break;
     case 2: join_calls(&r, &p); break;
+    case 3: hjoin_calls(&r, &hj); break;
     default: text_calls(data, size); break;
     }
     /* NULL everywhere a pointer is taken. */
@@ -373,5 +486,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(remat_sim_result_to_json(NULL, &json, &e) == REMAT_E_INPUT);
     CHECK(isnan(remat_join_span_star(NULL)));
     CHECK(isnan(remat_join_plan_makespan(NULL, 3)));
+    CHECK(remat_hjoin_to_json(NULL, &json, &e) == REMAT_E_INPUT);
+    CHECK(remat_hjoin_simulate(NULL, NULL, NULL, &e) == REMAT_E_INPUT);
+    remat_hjoin_free(NULL);
+    remat_hjoin_schedule_free(NULL);
+    remat_hjoin_sim_result_free(NULL);
+    remat_hjoin_exec_plan_free(NULL);
     return 0;
 }

@@ -7,6 +7,9 @@ package only wraps handles. The PyTorch front-end is remat.torch.
     chain = remat.Chain.load("c.json")
     sched = remat.solve(chain, "4GiB", algorithm="optimal")
     res = remat.simulate(chain, sched)     # res.valid, res.time, res.peak_bytes
+
+Join networks (several chains meeting at the loss, "remat-join-2") are
+remat.JoinProblem, with solve, curve, simulate and plan of their own.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any, Tuple
 from . import _lib
 from ._curves import (Curve, Event, JoinCurve, Timeline, bandwidth_per_unit, curve, join_curve,
                       timeline)
+from ._join import JoinPlan, JoinProblem, JoinSchedule, JoinSimResult, JoinStep
 from ._lib import (InfeasibleError, InputError, InternalError, NoMemoryError, RematError,
                    RematIOError, TooLargeError)
 from ._lib import call as _call
@@ -29,7 +33,8 @@ __all__ = ["Chain", "Schedule", "SimResult", "Plan", "solve", "simulate", "plan"
            "min_memory", "store_all_cost", "RematError", "InputError", "InfeasibleError",
            "NoMemoryError", "TooLargeError", "RematIOError", "InternalError", "__version__",
            "curve", "Curve", "timeline", "Timeline", "Event", "join_curve", "JoinCurve",
-           "bandwidth_per_unit", "algorithms", "offload_algorithms"]
+           "bandwidth_per_unit", "algorithms", "offload_algorithms", "JoinProblem",
+           "JoinSchedule", "JoinSimResult", "JoinPlan", "JoinStep"]
 
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")

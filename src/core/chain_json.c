@@ -19,13 +19,14 @@ enum { O_SAVED, O_BWD, O_FALL_OV, O_BWD_OV, O_NAME, O_COUNT };
 static const char *const option_keys[O_COUNT] = {"saved_bytes", "bwd_time", "fall_overhead",
                                                  "bwd_overhead", "name"};
 
-/* Reads option k of stage i, the value v, into *o. */
-static remat_status read_option(const remat__jdoc *d, const cJSON *v, size_t i, size_t k,
+/* Reads option k of the stage at `stage` (its path, "stages[3]."), the value
+ * v, into *o. */
+static remat_status read_option(const remat__jdoc *d, const cJSON *v, const char *stage, size_t k,
                                 remat_stage_option *o) {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "stages[%zu].options[%zu].", i, k);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%soptions[%zu].", stage, k);
     REMAT__RETURN_IF(!cJSON_IsObject(v), d->err, REMAT_E_INPUT,
-                     "%s: stages[%zu].options[%zu]: expected an object, got %s", d->src, i, k,
+                     "%s: %soptions[%zu]: expected an object, got %s", d->src, stage, k,
                      remat__json_type_name(v));
     unsigned seen = 0;
     const cJSON *m;
@@ -48,38 +49,40 @@ static remat_status read_option(const remat__jdoc *d, const cJSON *v, size_t i, 
     return REMAT_OK;
 }
 
-/* The options of stage i, the array v, into st (allocated at its size). An
- * empty array is the same as none. */
-static remat_status read_options(const remat__jdoc *d, const cJSON *v, size_t i,
+/* The options of the stage at `stage` (its path), the array v, into st
+ * (allocated at its size). An empty array is the same as none. */
+static remat_status read_options(const remat__jdoc *d, const cJSON *v, const char *stage,
                                  remat_stage *st) {
     REMAT__RETURN_IF(!cJSON_IsArray(v), d->err, REMAT_E_INPUT,
-                     "%s: stages[%zu].options: expected an array, got %s", d->src, i,
+                     "%s: %soptions: expected an array, got %s", d->src, stage,
                      remat__json_type_name(v));
     size_t n = remat__json_count(v);
     REMAT__RETURN_IF(n > REMAT_MAX_OPTIONS, d->err, REMAT_E_INPUT,
-                     "%s: stages[%zu].options: %zu options, more than the limit of %u", d->src, i,
-                     n, REMAT_MAX_OPTIONS);
+                     "%s: %soptions: %zu options, more than the limit of %u", d->src, stage, n,
+                     REMAT_MAX_OPTIONS);
     if (n == 0) return REMAT_OK;
     st->options = remat__calloc(n, sizeof *st->options);
     REMAT__RETURN_IF(!st->options, d->err, REMAT_E_NOMEM,
-                     "%s: out of memory for the options of stages[%zu]", d->src, i);
+                     "%s: out of memory for the %soptions", d->src, stage);
     st->n_options = n;
     size_t k = 0;
     const cJSON *o;
     cJSON_ArrayForEach(o, v) {
-        REMAT__FORWARD(read_option(d, o, i, k, &st->options[k]));
+        REMAT__FORWARD(read_option(d, o, stage, k, &st->options[k]));
         k++;
     }
     return REMAT_OK;
 }
 
-/* Reads stage i, the value v, into *st. When a key appears twice, the first
- * one counts. */
-static remat_status read_stage(const remat__jdoc *d, const cJSON *v, size_t i, remat_stage *st) {
-    char prefix[48];
-    snprintf(prefix, sizeof prefix, "stages[%zu].", i);
+/* Reads stage i, the value v, into *st; `outer` is the path of the object
+ * holding "stages" ("" in a chain). When a key appears twice, the first one
+ * counts. */
+remat_status remat__json_stage(const remat__jdoc *d, const cJSON *v, const char *outer, size_t i,
+                               remat_stage *st) {
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%sstages[%zu].", outer, i);
     REMAT__RETURN_IF(!cJSON_IsObject(v), d->err, REMAT_E_INPUT,
-                     "%s: stages[%zu]: expected an object, got %s", d->src, i,
+                     "%s: %sstages[%zu]: expected an object, got %s", d->src, outer, i,
                      remat__json_type_name(v));
     unsigned seen = 0;
     const cJSON *m;
@@ -99,7 +102,7 @@ static remat_status read_stage(const remat__jdoc *d, const cJSON *v, size_t i, r
             s = remat__json_bytes(d, m, prefix, key, &st->fall_overhead);
             st->has_fall_overhead = 1;
             break;
-        case F_OPTIONS: s = read_options(d, m, i, st); break;
+        case F_OPTIONS: s = read_options(d, m, prefix, st); break;
         default: s = REMAT_OK; break; /* not a field of a stage, or a repeat */
         }
         REMAT__FORWARD(s);
@@ -128,7 +131,7 @@ static remat_status stages_table(const remat__jdoc *d, const cJSON *v, remat_sta
     size_t i = 0;
     const cJSON *s;
     cJSON_ArrayForEach(s, v) {
-        REMAT__FORWARD(read_stage(d, s, i, &(*out)[i]));
+        REMAT__FORWARD(remat__json_stage(d, s, "", i, &(*out)[i]));
         i++;
     }
     return REMAT_OK;
@@ -216,7 +219,7 @@ static void put_option(remat__buf *b, const remat_stage_option *o) {
 
 /* fall_overhead and options only when the stage has them, so that a chain
  * without them is written as before. */
-static void put_stage(remat__buf *b, const remat_stage *s) {
+void remat__json_put_stage(remat__buf *b, const remat_stage *s) {
     remat__buf_printf(b, "    {");
     put_string(b, "name", s->name);
     remat__buf_printf(b, ", \"fwd_time\": ");
@@ -256,7 +259,7 @@ remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *
                       (unsigned long long)c->input_bytes, (unsigned long long)c->input_grad_bytes);
     remat__buf_printf(&b, "  \"stages\": [\n");
     for (size_t i = 0; i < c->n; i++) {
-        put_stage(&b, &c->stages[i]);
+        remat__json_put_stage(&b, &c->stages[i]);
         remat__buf_printf(&b, i + 1 < c->n ? ",\n" : "\n");
     }
     remat__buf_printf(&b, "  ]\n}\n");

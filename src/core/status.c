@@ -41,7 +41,9 @@ const char *remat_strerror(remat_status s) {
     X(remat_sim_event) X(remat_sim_mem_point) X(remat_sim_result) X(remat_exec_ref)               \
     X(remat_exec_step) X(remat_exec_plan) X(remat_join_problem) X(remat_join_op)                  \
     X(remat_join_schedule) X(remat_join_sim_result) X(remat_join_options)                         \
-    X(remat_join_curve_point) X(remat_join_curve)
+    X(remat_join_curve_point) X(remat_join_curve) X(remat_hjoin_branch) X(remat_hjoin)          \
+    X(remat_hjoin_op) X(remat_hjoin_schedule) X(remat_hjoin_sim_result) X(remat_hjoin_exec_ref)   \
+    X(remat_hjoin_exec_step) X(remat_hjoin_exec_plan)
 
 size_t remat_sizeof(const char *type_name) {
     if (!type_name) return 0;

@@ -79,7 +79,7 @@ static remat_status solve_optimal(const remat_chain *c, const remat_solve_option
     if (st == REMAT_OK) st = remat_schedule_create("optimal", &s, err);
     if (st == REMAT_OK) {
         opt_rebuild r = {&x, s, 0, 0, NULL, 0, 0};
-        st = remat__opt_rebuild(&r, b, err);
+        st = remat__opt_rebuild(&r, 1, x.n, b, err);
         s->time = r.time;
         s->peak_bytes = r.peak;
     }

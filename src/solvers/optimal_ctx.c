@@ -240,6 +240,12 @@ remat_status remat__opt_infeasible(opt_ctx *x, const remat_solve_options *o, uin
     return st;
 }
 
+remat_status remat__opt_ctx_at(opt_ctx *x, uint64_t unit, uint64_t budget, remat_error *err) {
+    ctx_units(x, 1, unit); /* with one slot per limit, the slot of `unit` is unit */
+    x->budget = budget;
+    return ctx_bounds(x, err);
+}
+
 /* Sets up units and bounds at memory `mem`; *fits says whether lo(1,n) fits. */
 remat_status remat__opt_prepare(opt_ctx *x, const remat_chain *c, const remat_solve_options *o,
                                 uint64_t mem, int *fits, remat_error *err) {

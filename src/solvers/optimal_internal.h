@@ -9,6 +9,7 @@
  *   optimal_rebuild.c  Algorithm 2: the schedule from the table
  *   optimal_narrow.c   narrowing a large table by bounds
  *   optimal_curve.c    the whole curve from one table
+ *   optimal_table.c    one chain's table for the join solver (hjoin.c)
  * The calls go one way: optimal.c -> narrow -> fill -> relax, and each of
  * them -> ctx; curve -> ctx, fill; optimal.c -> rebuild. */
 #ifndef REMAT_OPTIMAL_INTERNAL_H
@@ -206,6 +207,9 @@ int remat__opt_full_is_plain(const remat_chain *c);
 remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_work,
                                  remat_error *err);
 void remat__opt_ctx_free(opt_ctx *x);
+/* Sizes in slot `unit` (a power of two) and the needs lo, at inside budget
+ * `budget`: the context of a table every budget up to `budget` reads. */
+remat_status remat__opt_ctx_at(opt_ctx *x, uint64_t unit, uint64_t budget, remat_error *err);
 /* Sets up units and bounds at memory `mem`; *fits says whether lo(1,n) fits. */
 remat_status remat__opt_prepare(opt_ctx *x, const remat_chain *c, const remat_solve_options *o,
                                 uint64_t mem, int *fits, remat_error *err);
@@ -269,9 +273,11 @@ typedef struct opt_rebuild {
     size_t top, cap;
 } opt_rebuild;
 
-/* Algorithm 2 from budget m: r->sch (if any) gets the ops, r->time and
- * r->peak the time and the exact peak in bytes. */
-remat_status remat__opt_rebuild(opt_rebuild *r, uint64_t m, remat_error *err);
+/* Algorithm 2 for stages s0..t0 (the whole chain: 1, n) from budget m, with
+ * a[s0-1] held: r->sch (if any) gets the ops, r->time and r->peak the time
+ * and the exact peak in bytes. */
+remat_status remat__opt_rebuild(opt_rebuild *r, size_t s0, size_t t0, uint64_t m,
+                                remat_error *err);
 /* Time and exact peak of the schedule the table gives at budget b. */
 remat_status remat__opt_follow(const opt_ctx *x, uint64_t b, double *time, uint64_t *peak,
                                remat_error *err);

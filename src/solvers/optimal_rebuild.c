@@ -61,8 +61,10 @@ static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m
     return REMAT_OK;
 }
 
-/* Algorithm 2 with an explicit stack; tracks time and the peak in bytes. */
-remat_status remat__opt_rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
+/* Algorithm 2 with an explicit stack from (s0, t0); tracks time and the peak
+ * in bytes. */
+remat_status remat__opt_rebuild(opt_rebuild *r, size_t s0, size_t t0, uint64_t m,
+                                remat_error *err) {
     const opt_ctx *x = r->x;
     const remat_chain *c = x->c;
     size_t n = x->n;
@@ -71,9 +73,9 @@ remat_status remat__opt_rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
     REMAT__RETURN_IF(!r->stack, err, REMAT_E_NOMEM, "optimal: out of memory");
     r->top = 0;
     r->time = 0;
-    r->peak = byte_a(c, 0);
-    opt_task t0 = {TASK_SOLVE, 1, (uint32_t)n, m, byte_a(c, 0), 0};
-    remat_status st = push_task(r, t0, err);
+    r->peak = byte_a(c, s0 - 1);
+    opt_task root = {TASK_SOLVE, (uint32_t)s0, (uint32_t)t0, m, byte_a(c, s0 - 1), 0};
+    remat_status st = push_task(r, root, err);
     while (st == REMAT_OK && r->top > 0) {
         opt_task k = r->stack[--r->top];
         size_t s = k.s, t = k.t;
@@ -124,7 +126,7 @@ remat_status remat__opt_rebuild(opt_rebuild *r, uint64_t m, remat_error *err) {
 remat_status remat__opt_follow(const opt_ctx *x, uint64_t b, double *time, uint64_t *peak,
                                remat_error *err) {
     opt_rebuild r = {x, NULL, 0, 0, NULL, 0, 0};
-    REMAT__FORWARD(remat__opt_rebuild(&r, b, err));
+    REMAT__FORWARD(remat__opt_rebuild(&r, 1, x->n, b, err));
     *time = r.time;
     *peak = r.peak;
     return REMAT_OK;

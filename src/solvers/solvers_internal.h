@@ -43,6 +43,32 @@ double remat__parallel_seconds(const remat_solve_options *o, double one_core_sec
 /* Reports progress through o->progress, if any (done clamped to [0, 1]). */
 void remat__progress(const remat_solve_options *o, double done, const char *what);
 
+/* optimal_table.c, for the join solver (hjoin.c): the table C(s, e, m) of one
+ * chain with sizes in slot `unit` (a power of two, rounded up), for every
+ * budget m up to `budget` (rows s >= 2 up to budget - a[s-1]). time is
+ * INFINITY where nothing fits; need is the smallest budget that fits (s <= e);
+ * ops appends the schedule of (s, e, m) to out (plain remat_ops). */
+typedef struct remat__chain_table remat__chain_table;
+remat_status remat__chain_table_create(const remat_chain *c, uint64_t unit, uint64_t budget,
+                                       const remat_solve_options *o, remat__chain_table **out,
+                                       remat_error *err);
+void remat__chain_table_free(remat__chain_table *t);
+double remat__chain_table_time(const remat__chain_table *t, size_t s, size_t e, uint64_t m);
+uint64_t remat__chain_table_need(const remat__chain_table *t, size_t s, size_t e);
+/* The row of (s, e) for loops over budgets: C(s, e, m) is INFINITY for
+ * m < lo, row[m - lo] / scale for m < hi, else tail / scale (the same
+ * double remat__chain_table_time gives). */
+typedef struct remat__chain_row {
+    const float *row;
+    uint64_t lo, hi;
+    float tail;
+    double scale;
+} remat__chain_row;
+void remat__chain_table_row(const remat__chain_table *t, size_t s, size_t e,
+                            remat__chain_row *out);
+remat_status remat__chain_table_ops(const remat__chain_table *t, size_t s, size_t e, uint64_t m,
+                                    remat_schedule *out, remat_error *err);
+
 /* solver_util.c: convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);
 remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,

@@ -148,3 +148,101 @@ class BindingTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def small_join():
+    """Branch 1: two stages; branch 2: one (tests/test_hjoin.c's hand network)."""
+    b1 = [{"fwd_time": 1, "bwd_time": 2, "out_bytes": 2, "saved_bytes": 3},
+          {"fwd_time": 1, "bwd_time": 1, "out_bytes": 1, "saved_bytes": 2}]
+    b2 = [{"fwd_time": 2, "bwd_time": 2, "out_bytes": 3, "saved_bytes": 4}]
+    return remat.JoinProblem(
+        [{"name": "text", "input_bytes": 4, "input_grad_bytes": 0, "stages": b1},
+         {"name": "image", "input_bytes": 3, "stages": b2}],
+        {"fwd_time": 0.5, "bwd_time": 0.5, "saved_bytes": 1, "fwd_overhead": 2},
+        name="hand", meta={"model": "two towers"})
+
+
+class JoinBindingTest(unittest.TestCase):
+    def test_problem_round_trip(self):
+        j = small_join()
+        self.assertEqual(j.k, 2)
+        self.assertEqual(j.branches[1]["input_grad_bytes"], 3)  # default: input_bytes
+        self.assertEqual(j.branches[0]["stages"][1]["grad_bytes"], 1)
+        self.assertEqual(j.turn["saved_bytes"], 1)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "j.json")
+            j.save(path)
+            doc = json.load(open(path))
+            self.assertEqual(doc["format"], "remat-join-2")
+            self.assertEqual(doc["model"], "two towers")
+            j2 = remat.JoinProblem.load(path)
+        self.assertEqual(j2.branches, j.branches)
+        self.assertEqual(j2.meta, j.meta)
+        import pickle
+        self.assertEqual(pickle.loads(pickle.dumps(j)).to_json(), j.to_json())
+
+    def test_errors_name_the_field(self):
+        with self.assertRaises(remat.InputError) as cm:
+            remat.JoinProblem([{"input_bytes": 1, "stages": []}], {"fwd_time": 0, "bwd_time": 0})
+        self.assertIn("branches[0].stages", str(cm.exception))
+        with self.assertRaises(remat.InputError) as cm:
+            remat.JoinProblem([{"input_bytes": 1, "stages": [{"fwd_time": 1}]}],
+                              {"fwd_time": 0, "bwd_time": 0})
+        self.assertIn("branches[0].stages[0].bwd_time", str(cm.exception))
+        with self.assertRaises(remat.InputError):
+            remat.JoinSchedule.from_ops(["Fck 1"])
+        with self.assertRaises(TypeError):
+            small_join().simulate(remat.Schedule.from_ops(["Fall 1"]))
+
+    def test_solve_simulate_plan(self):
+        j = small_join()
+        peak, t = j.store_all_cost()
+        self.assertEqual((peak, t), (23, 10.0))
+        s = j.solve(peak, slots=0)
+        self.assertEqual(s.ops, ["Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2",
+                                 "B 1.1"])
+        mm = j.min_memory(slots=0)
+        s = j.solve(mm, slots=0)
+        r = j.simulate(s)
+        self.assertTrue(r.valid)
+        self.assertLessEqual(r.peak_bytes, mm)
+        self.assertEqual((r.time, r.peak_bytes), (s.time, s.peak_bytes))
+        p = j.plan(s)
+        self.assertEqual(s.ops[p.turn], "T")
+        turn = p.steps[p.turn]
+        self.assertEqual(turn.kind, "T")
+        self.assertEqual(sorted(b for _, b, _ in turn.reads), [1, 2])
+        self.assertEqual(sorted(turn.creates), [("d", 1, 2), ("d", 2, 1)])
+        self.assertEqual(p.peak_bytes, r.peak_bytes)
+        last = p.steps[-1]
+        self.assertEqual((last.kind, last.index), ("B", 1))
+        self.assertIn(("d", last.branch, 0), last.creates)
+        with self.assertRaises(remat.InfeasibleError) as cm:
+            j.solve(mm - 1, slots=0)
+        self.assertEqual(cm.exception.min_memory, mm)
+        bad = remat.JoinSchedule.from_ops(["Fall 1.1", "T"])
+        self.assertFalse(j.simulate(bad).valid)
+        with self.assertRaises(remat.InputError) as cm:
+            j.plan(bad)
+        self.assertIn("op 1 (T)", str(cm.exception))
+        s2 = remat.JoinSchedule.from_json(s.to_json())
+        self.assertEqual(s2.ops, s.ops)
+
+    def test_curve_and_flat_chain(self):
+        j = small_join()
+        cv = j.curve(slots=0)
+        self.assertEqual(cv.algorithm, "join-optimal")
+        self.assertEqual(cv.min_memory, j.min_memory(slots=0))
+        self.assertEqual(cv.points[-1][1], j.store_all_cost()[1])
+        times = [t for _, t in cv.points]
+        self.assertEqual(times, sorted(times, reverse=True))
+        flat = j.flatten()
+        self.assertIsInstance(flat, remat.Chain)
+        self.assertEqual(flat.n, 4)
+        self.assertEqual(flat.stages[0]["out_bytes"], 2 + 3)  # carries a[2.0]
+        self.assertEqual(j.branch_chain(2).n, 2)
+
+    def test_example_two_towers_beat_the_flat_chain(self):
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "join")
+        j = remat.JoinProblem.load(os.path.join(root, "clip-like.json"))
+        self.assertLess(j.min_memory(), remat.min_memory(j.flatten()))

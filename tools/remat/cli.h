@@ -45,5 +45,10 @@ int cmd_join(int argc, char **argv);
  * from problem_path); returns the exit code. */
 int cli_simulate_join(const char *problem_path, const char *problem_text, size_t len,
                       const char *schedule_path);
+/* cmd_hjoin.c: `remat join` on a remat-join-2 problem (its text, read from
+ * path), and `remat simulate` with one. Return the exit code. */
+int cli_hjoin(int argc, char **argv, const char *path, const char *text, size_t len);
+int cli_simulate_hjoin(const char *problem_path, const char *problem_text, size_t len,
+                       const char *schedule_path);
 
 #endif

@@ -17,7 +17,7 @@ static const char usage[] =
     "  simulate CHAIN SCHEDULE [--bandwidth B]                        check a schedule\n"
     "  curve CHAIN [--algorithm A] [--points K] [--format csv|json]   time against memory\n"
     "  info CHAIN                                                     summarise a chain\n"
-    "  join PROBLEM [-o FILE] [--curve] [--compare]                   solve a join problem\n"
+    "  join PROBLEM [--memory M] [-o FILE] [--curve] [--compare]      solve a join problem\n"
     "  version                                                        print the version\n"
     "\n"
     "Run `remat COMMAND --help` for a command's options.\n"
