@@ -564,7 +564,7 @@ static void t_limits_and_threads(void) {
     ASSERT_TRUE(test_schedule_ok(c, s, o.memory));
     ASSERT_EQ_U64(s->n_ops, s2->n_ops);
     ASSERT_TRUE(s->time == s2->time);
-    ASSERT_TRUE(memcmp(s->ops, s2->ops, s->n_ops * sizeof *s->ops) == 0);
+    ASSERT_TRUE(test_same_ops(s, s2));
     remat_schedule_free(s);
     remat_schedule_free(s2);
     remat_chain_free(c);

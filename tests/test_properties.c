@@ -468,14 +468,6 @@ static remat_chain *variant(const remat_chain *c, int strip_options, int explici
     return v;
 }
 
-static int same_ops(const remat_schedule *a, const remat_schedule *b) {
-    if (!a || !b) return a == b;
-    if (a->n_ops != b->n_ops) return 0;
-    for (size_t k = 0; k < a->n_ops; k++)
-        if (memcmp(&a->ops[k], &b->ops[k], sizeof a->ops[k]) != 0) return 0;
-    return 1;
-}
-
 static remat_status solve_bw(const remat_chain *c, remat_algorithm alg, uint64_t m, double bw,
                              remat_schedule **s, remat_error *e) {
     remat_solve_options o;
@@ -541,7 +533,7 @@ static void test_options_every_solver(void) {
             remat_error e, e2;
             remat_status st = solve_bw(c, ignoring[a], m, 0, &s, &e);
             remat_status st2 = solve_bw(bare, ignoring[a], m, 0, &t, &e2);
-            if (st != st2 || !same_ops(s, t)) fail = 1;
+            if (st != st2 || !test_same_ops(s, t)) fail = 1;
             if (st == REMAT_OK && !schedule_checks(c, s, m, 0, 1)) fail = 2;
             if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) fail = 3;
             if (st == REMAT_E_INFEASIBLE && (e.min_memory != e2.min_memory || e.min_memory <= m))
@@ -601,7 +593,8 @@ static void test_options_every_solver(void) {
                 }
                 if (off[a] == REMAT_ALG_OFFLOAD_ONLY || off[a] == REMAT_ALG_OPPORTUNIST) {
                     remat_schedule *t; /* they ignore options */
-                    if (solve_bw(bare, off[a], m, bw, &t, &e) != st || !same_ops(s, t)) fail = 8;
+                    if (solve_bw(bare, off[a], m, bw, &t, &e) != st || !test_same_ops(s, t))
+                        fail = 8;
                     remat_schedule_free(t);
                 }
                 offload += st == REMAT_OK;
@@ -647,7 +640,7 @@ static void test_explicit_fall_overhead_same(void) {
             double bw = algs[a] == REMAT_ALG_POFO ? 3 : 0;
             remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
             remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
-            int same = st == st2 && same_ops(s, t) &&
+            int same = st == st2 && test_same_ops(s, t) &&
                        (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
             remat_schedule_free(s);
             remat_schedule_free(t);

@@ -104,6 +104,17 @@ remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
     return c;
 }
 
+int test_same_ops(const remat_schedule *a, const remat_schedule *b) {
+    if (!a || !b) return a == b;
+    if (a->n_ops != b->n_ops) return 0;
+    for (size_t k = 0; k < a->n_ops; k++) {
+        remat_op x = a->ops[k], y = b->ops[k];
+        if (x.kind != y.kind || x.value != y.value || x.index != y.index || x.option != y.option)
+            return 0;
+    }
+    return 1;
+}
+
 void test_ops_text(const remat_schedule *s, const char *sep, char *out, size_t cap) {
     size_t len = 0;
     if (cap) out[0] = '\0';

@@ -41,6 +41,10 @@ remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
  * simulated time within 1e-9 relative of s->time, else prints why and returns 0. */
 int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t limit);
 
+/* 1 when a and b have the same ops, field by field (remat_op has padding,
+ * which memcmp would compare too). */
+int test_same_ops(const remat_schedule *a, const remat_schedule *b);
+
 /* The ops of s as text joined by sep into out (cap bytes, truncated). */
 void test_ops_text(const remat_schedule *s, const char *sep, char *out, size_t cap);
 
