@@ -86,15 +86,15 @@ static remat_hjoin_schedule *per_layer(const remat_hjoin *j) {
     if (remat_hjoin_schedule_create("per-layer", &s, NULL) != REMAT_OK) abort();
     for (size_t b = 0; b < j->k; b++)
         for (uint32_t i = 1; i <= j->branches[b].n; i++)
-            remat_hjoin_schedule_push(s, (remat_hjoin_op){REMAT_HJOIN_OP_FCK, (uint8_t)(b + 1), i},
-                                      NULL);
-    remat_hjoin_schedule_push(s, (remat_hjoin_op){REMAT_HJOIN_OP_T, 0, 0}, NULL);
+            remat_hjoin_schedule_push(
+                s, (remat_hjoin_op){REMAT_HJOIN_OP_FCK, (uint8_t)(b + 1), i, 0}, NULL);
+    remat_hjoin_schedule_push(s, (remat_hjoin_op){REMAT_HJOIN_OP_T, 0, 0, 0}, NULL);
     for (size_t b = j->k; b-- > 0;)
         for (uint32_t i = (uint32_t)j->branches[b].n; i >= 1; i--) {
-            remat_hjoin_schedule_push(s, (remat_hjoin_op){REMAT_HJOIN_OP_FALL, (uint8_t)(b + 1), i},
-                                      NULL);
-            remat_hjoin_schedule_push(s, (remat_hjoin_op){REMAT_HJOIN_OP_B, (uint8_t)(b + 1), i},
-                                      NULL);
+            remat_hjoin_schedule_push(
+                s, (remat_hjoin_op){REMAT_HJOIN_OP_FALL, (uint8_t)(b + 1), i, 0}, NULL);
+            remat_hjoin_schedule_push(
+                s, (remat_hjoin_op){REMAT_HJOIN_OP_B, (uint8_t)(b + 1), i, 0}, NULL);
         }
     return s;
 }

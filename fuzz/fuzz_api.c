@@ -350,7 +350,8 @@ static void hjoin_calls(reader *r, const remat_hjoin *j) {
     /* a hand-made schedule: counts without arrays, past the capacity */
     remat_hjoin_op ops[8];
     for (size_t k = 0; k < 8; k++)
-        ops[k] = (remat_hjoin_op){(uint8_t)(byte(r) % 6), (uint8_t)(byte(r) % 6), byte(r) % 6};
+        ops[k] = (remat_hjoin_op){(uint8_t)(byte(r) % 6), (uint8_t)(byte(r) % 6), byte(r) % 6,
+                                  (uint8_t)(byte(r) % 3)};
     remat_hjoin_schedule hand;
     memset(&hand, 0, sizeof hand);
     fill_name(r, hand.algorithm, sizeof hand.algorithm);

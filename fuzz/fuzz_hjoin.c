@@ -31,7 +31,8 @@ static void ops_from_lines(const char *text, size_t len, remat_hjoin_schedule *s
         remat_hjoin_op_format(op, back);
         remat_hjoin_op op2;
         CHECK(remat_hjoin_op_parse(back, &op2, &e) == REMAT_OK);
-        CHECK(op2.kind == op.kind && op2.branch == op.branch && op2.index == op.index);
+        CHECK(op2.kind == op.kind && op2.branch == op.branch && op2.index == op.index &&
+              op2.option == op.option);
         CHECK(remat_hjoin_schedule_push(s, op, &e) == REMAT_OK);
     }
 }

@@ -10,8 +10,9 @@
  * (schedule). The homogeneous model of include/remat/join.h ("remat-join-1")
  * is a different model with its own API.
  *
- * Ops: "Fn j.i", "Fck j.i", "Fall j.i", "B j.i" (stage i of branch j, SPEC
- * section 2 on that branch) and "T". Memory at the start holds every a[j.0].
+ * Ops: "Fn j.i", "Fck j.i", "Fall j.i", "Fall j.i/k" (partial save k of the
+ * stage), "B j.i" (stage i of branch j, SPEC section 2 on that branch) and
+ * "T". Memory at the start holds every a[j.0].
  *   T  needs a[j.n_j] or abar[j.n_j] of every branch; while it runs, memory
  *      in use is what is held + turn.saved_bytes + max(turn.fwd_overhead,
  *      sum_j d[j.n_j] + turn.bwd_overhead); afterwards every d[j.n_j] is held
@@ -48,7 +49,9 @@ typedef struct remat_hjoin_branch {
     uint64_t input_bytes;      /* a[j.0] */
     uint64_t input_grad_bytes; /* d[j.0] */
     size_t n;                  /* stages, 1..REMAT_MAX_STAGES - 1 */
-    remat_stage *stages;       /* stages[i-1] is stage i; every grad_bytes counts (no seed) */
+    /* stages[i-1] is stage i; every grad_bytes counts (no seed); fall_overhead
+     * and options (partial saves) as SPEC section 1 */
+    remat_stage *stages;
 } remat_hjoin_branch;
 
 typedef struct remat_hjoin {
@@ -58,12 +61,15 @@ typedef struct remat_hjoin {
     remat_hjoin_branch branches[REMAT_HJOIN_MAX_BRANCHES];
     /* The loss. Its fields: fwd_time, bwd_time, saved_bytes (what the loss
      * keeps between its forward and backward, >= out_bytes), fwd_overhead,
-     * bwd_overhead; out_bytes only bounds saved_bytes; grad_bytes is unused. */
+     * bwd_overhead; out_bytes only bounds saved_bytes; grad_bytes,
+     * fall_overhead and options are unused. */
     remat_stage turn;
 } remat_hjoin;
 
-/* Builds a validated deep copy (every stage as remat_chain_create checks it;
- * the sum of all sizes below 2^62). name and time_unit may be NULL (""). */
+/* Builds a validated deep copy (every stage as remat_chain_create checks it,
+ * its options copied too; the sum of all sizes below 2^62). name and
+ * time_unit may be NULL (""). remat_hjoin_free() frees the stages and their
+ * options. */
 REMAT_API remat_status remat_hjoin_create(const char *name, const char *time_unit, size_t k,
                                           const remat_hjoin_branch *branches,
                                           const remat_stage *turn, remat_hjoin **out,
@@ -110,14 +116,21 @@ typedef enum remat_hjoin_op_kind {
     REMAT_HJOIN_OP_T /* the turn */
 } remat_hjoin_op_kind;
 
+/* option: for Fall, the partial save it makes ("Fall j.i/k", SPEC section
+ * 2; 0 = the full save); 0 for every other op (B takes the option of the
+ * abar it consumes). The last member, so that {kind, branch, index} leaves
+ * it 0. */
 typedef struct remat_hjoin_op {
     uint8_t kind;   /* remat_hjoin_op_kind */
     uint8_t branch; /* 1..k; 0 for T */
     uint32_t index; /* the stage, 1..n_branch; 0 for T */
+    uint8_t option;
 } remat_hjoin_op;
 
 #define REMAT_HJOIN_OP_TEXT_MAX 32
-/* "Fck 1.3", "B 2.5", "T" into out (at most REMAT_HJOIN_OP_TEXT_MAX bytes). */
+/* "Fck 1.3", "Fall 1.2/1", "B 2.5", "T" into out (at most
+ * REMAT_HJOIN_OP_TEXT_MAX bytes). Parsing takes an option k in 0..255 on
+ * any F or B op ("Fall 1.2/0" is "Fall 1.2"); the simulator judges it. */
 REMAT_API void remat_hjoin_op_format(remat_hjoin_op op, char out[REMAT_HJOIN_OP_TEXT_MAX]);
 /* Parses op text; the message says what is wrong with it. */
 REMAT_API remat_status remat_hjoin_op_parse(const char *text, remat_hjoin_op *out,
@@ -226,6 +239,10 @@ typedef struct remat_hjoin_exec_step {
     uint64_t mem_during; /* bytes in use while it runs */
     uint64_t mem_after;  /* bytes held after it */
     double start, end;   /* in the problem's time unit */
+    /* The partial save: for Fall, the option it makes (op.option); for B,
+     * the option of the abar[j.i] it consumes, whose backward recomputes
+     * what that option did not keep; 0 for other ops. */
+    uint8_t option;
 } remat_hjoin_exec_step;
 
 typedef struct remat_hjoin_exec_plan {

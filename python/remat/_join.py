@@ -48,7 +48,8 @@ class _HJoin(Structure):
 
 class _Op(Structure):
     _c_name = "remat_hjoin_op"
-    _fields_ = [("kind", c_uint8), ("branch", c_uint8), ("index", c_uint32)]
+    _fields_ = [("kind", c_uint8), ("branch", c_uint8), ("index", c_uint32),
+                ("option", c_uint8)]
 
 
 class _Schedule(Structure):
@@ -77,7 +78,7 @@ class _Step(Structure):
                 ("n_creates", c_size_t), ("creates", _Ref * EXEC_MAX_REFS),
                 ("n_frees", c_size_t), ("frees", _Ref * EXEC_MAX_REFS),
                 ("mem_during", c_uint64), ("mem_after", c_uint64), ("start", c_double),
-                ("end", c_double)]
+                ("end", c_double), ("option", c_uint8)]
 
 
 class _Plan(Structure):
@@ -133,6 +134,18 @@ def _op_text(op: _Op) -> str:
 def _stage_dict(s: _lib.Stage, fields: Iterable[str]) -> dict[str, Any]:
     d: dict[str, Any] = {"name": s.name.decode()}
     d.update({f: (float if "time" in f else int)(getattr(s, f)) for f in fields})
+    return d
+
+
+def _branch_stage(s: _lib.Stage) -> dict[str, Any]:
+    """A branch stage as remat.Chain.stages gives it: fall_overhead and the
+    partial saves ("options") where the stage has them."""
+    from . import _option_dict
+    d = _stage_dict(s, _STAGE_FIELDS)
+    if s.has_fall_overhead:
+        d["fall_overhead"] = int(s.fall_overhead)
+    if s.n_options:
+        d["options"] = [_option_dict(s.options[k]) for k in range(s.n_options)]
     return d
 
 
@@ -245,11 +258,13 @@ Ref = Tuple[str, int, int]
 
 class JoinStep:
     """One planned op: .op (text), .kind ("Fn", "Fck", "Fall", "B", "T"),
-    .branch (from 1; 0 for T), .index (the stage; 0 for T), .pos (its place
-    in the plan), .reads/.creates/.frees as (kind, branch, index) triples,
+    .branch (from 1; 0 for T), .index (the stage; 0 for T), .option (the
+    partial save: for Fall the one it makes, for B the one of the abar it
+    consumes; 0 the full save), .pos (its place in the plan),
+    .reads/.creates/.frees as (kind, branch, index) triples,
     .mem_during/.mem_after and .start/.end (simulated times)."""
 
-    __slots__ = ("op", "kind", "branch", "index", "pos", "reads", "creates", "frees",
+    __slots__ = ("op", "kind", "branch", "index", "option", "pos", "reads", "creates", "frees",
                  "mem_during", "mem_after", "start", "end")
 
     def __init__(self, st: _Step, pos: int) -> None:
@@ -257,6 +272,7 @@ class JoinStep:
         self.kind = self.op.split()[0]
         self.branch = int(st.op.branch)
         self.index = int(st.op.index)
+        self.option = int(st.option)
         self.pos = pos
         self.reads = [_ref(r) for r in st.reads[:st.n_reads]]
         self.creates = [_ref(r) for r in st.creates[:st.n_creates]]
@@ -377,8 +393,7 @@ class JoinProblem:
             br = j.branches[b]
             out.append({"name": br.name.decode(), "input_bytes": int(br.input_bytes),
                         "input_grad_bytes": int(br.input_grad_bytes),
-                        "stages": [_stage_dict(br.stages[i], _STAGE_FIELDS)
-                                   for i in range(br.n)]})
+                        "stages": [_branch_stage(br.stages[i]) for i in range(br.n)]})
         return out
 
     @property

@@ -55,6 +55,6 @@ remat_status remat__hjoin_schedule_validate(const remat_hjoin_schedule *s, const
                                             remat_error *err);
 /* Appends op to s (growing it). */
 remat_status remat__hjoin_push(remat_hjoin_schedule *s, uint8_t kind, size_t branch,
-                               uint32_t index, remat_error *err);
+                               uint32_t index, uint8_t option, remat_error *err);
 
 #endif

@@ -38,6 +38,28 @@ static remat_status check_turn(const remat_stage *t, const char *who, remat_erro
     return REMAT_OK;
 }
 
+/* dst[0..n) = src[0..n) with their own copies of the options; on failure
+ * nothing is left allocated (dst's options are NULL). */
+static remat_status copy_stages(remat_stage *dst, const remat_stage *src, size_t n,
+                                remat_error *err) {
+    memcpy(dst, src, n * sizeof *dst);
+    for (size_t i = 0; i < n; i++) dst[i].options = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!src[i].n_options || !src[i].options) continue;
+        dst[i].options = remat__calloc(src[i].n_options, sizeof *dst[i].options);
+        if (!dst[i].options) {
+            for (size_t q = 0; q < i; q++) {
+                free(dst[q].options);
+                dst[q].options = NULL;
+            }
+            return remat__fail(err, REMAT_E_NOMEM, "join: out of memory for the options of "
+                               "stage %zu", i + 1);
+        }
+        memcpy(dst[i].options, src[i].options, src[i].n_options * sizeof *dst[i].options);
+    }
+    return REMAT_OK;
+}
+
 /* Branch b of j as a chain with the empty end stage, checked on the way. */
 static remat_status branch_chain(const remat_hjoin_branch *br, size_t b, const char *who,
                                  remat_chain **out, remat_error *err) {
@@ -51,9 +73,18 @@ static remat_status branch_chain(const remat_hjoin_branch *br, size_t b, const c
     for (size_t i = 0; i < br->n; i++)
         REMAT__RETURN_IF(!memchr(br->stages[i].name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
                          "%s: stages[%zu].name is not terminated", src, i);
+    for (size_t i = 0; i < br->n; i++) /* before copying: the count bounds the copy */
+        REMAT__RETURN_IF(br->stages[i].n_options > REMAT_MAX_OPTIONS ||
+                             (br->stages[i].n_options && !br->stages[i].options),
+                         err, REMAT_E_INPUT, "%s: stages[%zu].options: %zu options%s", src, i,
+                         br->stages[i].n_options,
+                         br->stages[i].options ? ", more than the limit" : " but no option array");
     remat_stage *st = remat__calloc(br->n + 1, sizeof *st);
     REMAT__RETURN_IF(!st, err, REMAT_E_NOMEM, "%s: out of memory for %zu stages", src, br->n);
-    memcpy(st, br->stages, br->n * sizeof *st);
+    if (copy_stages(st, br->stages, br->n, err) != REMAT_OK) {
+        free(st);
+        return REMAT_E_NOMEM;
+    }
     remat__strlcpy(st[br->n].name, "(turn)", sizeof st[br->n].name);
     return remat__chain_adopt(src, br->name, br->input_bytes, br->input_grad_bytes, st,
                               br->n + 1, out, err);
@@ -81,6 +112,8 @@ remat_status remat__hjoin_net_init(remat__hjoin_net *net, const remat_hjoin *j, 
                      err, REMAT_E_INPUT, "%s: the name or time_unit is not terminated", who);
     REMAT__FORWARD(check_turn(&j->turn, who, err));
     net->turn = j->turn;
+    net->turn.n_options = 0; /* the turn's Fall and B are one op: no partial saves */
+    net->turn.options = NULL;
     uint64_t total = sat_add(sat_add(j->turn.saved_bytes, j->turn.fwd_overhead),
                              j->turn.bwd_overhead);
     double time = j->turn.fwd_time + j->turn.bwd_time;
@@ -116,7 +149,8 @@ uint64_t remat__hjoin_turn_need(const remat__hjoin_net *net) {
 
 void remat_hjoin_free(remat_hjoin *j) {
     if (!j) return;
-    for (size_t b = 0; b < REMAT_HJOIN_MAX_BRANCHES; b++) free(j->branches[b].stages);
+    for (size_t b = 0; b < REMAT_HJOIN_MAX_BRANCHES; b++)
+        remat__stages_free(j->branches[b].stages, j->branches[b].stages ? j->branches[b].n : 0);
     free(j);
 }
 
@@ -141,7 +175,10 @@ static remat_status from_net(const remat__hjoin_net *net, const char *name, cons
             remat_hjoin_free(j);
             return remat__fail(err, REMAT_E_NOMEM, "join: out of memory for %zu stages", br->n);
         }
-        memcpy(br->stages, c->stages, br->n * sizeof *br->stages);
+        if (copy_stages(br->stages, c->stages, br->n, err) != REMAT_OK) {
+            remat_hjoin_free(j);
+            return REMAT_E_NOMEM;
+        }
     }
     *out = j;
     return REMAT_OK;
@@ -428,6 +465,9 @@ void remat_hjoin_op_format(remat_hjoin_op op, char out[REMAT_HJOIN_OP_TEXT_MAX])
         snprintf(out, REMAT_HJOIN_OP_TEXT_MAX, "?");
     else if (op.kind == REMAT_HJOIN_OP_T)
         snprintf(out, REMAT_HJOIN_OP_TEXT_MAX, "T");
+    else if (op.option)
+        snprintf(out, REMAT_HJOIN_OP_TEXT_MAX, "%s %u.%u/%u", op_names[op.kind],
+                 (unsigned)op.branch, (unsigned)op.index, (unsigned)op.option);
     else
         snprintf(out, REMAT_HJOIN_OP_TEXT_MAX, "%s %u.%u", op_names[op.kind],
                  (unsigned)op.branch, (unsigned)op.index);
@@ -455,18 +495,23 @@ remat_status remat_hjoin_op_parse(const char *text, remat_hjoin_op *out, remat_e
         if (strlen(op_names[k]) == n && strncmp(text, op_names[k], n) == 0) kind = k;
     REMAT__RETURN_IF(kind < 0, err, REMAT_E_INPUT,
                      "unknown op \"%.32s\" (expected Fn, Fck, Fall, B or T)", text);
-    remat_hjoin_op op = {(uint8_t)kind, 0, 0};
+    remat_hjoin_op op = {(uint8_t)kind, 0, 0, 0};
     const char *p = text + n;
     if (kind != REMAT_HJOIN_OP_T) {
-        uint64_t b = 0, i = 0;
+        uint64_t b = 0, i = 0, k = 0;
         int ok = *p++ == ' ' && parse_number(&p, REMAT_HJOIN_MAX_BRANCHES, &b) && b >= 1 &&
                  *p++ == '.' && parse_number(&p, UINT32_MAX, &i) && i >= 1;
+        if (ok && *p == '/') { /* "Fall j.i/k": partial save k */
+            p++;
+            ok = parse_number(&p, UINT8_MAX, &k);
+        }
         REMAT__RETURN_IF(!ok || *p != '\0', err, REMAT_E_INPUT,
-                         "op \"%.32s\": expected \"%s j.i\", branch j from 1 to %u and stage i "
-                         "from 1",
-                         text, op_names[kind], REMAT_HJOIN_MAX_BRANCHES);
+                         "op \"%.32s\": expected \"%s j.i\" or \"%s j.i/k\", branch j from 1 "
+                         "to %u, stage i from 1, option k from 0 to 255",
+                         text, op_names[kind], op_names[kind], REMAT_HJOIN_MAX_BRANCHES);
         op.branch = (uint8_t)b;
         op.index = (uint32_t)i;
+        op.option = (uint8_t)k;
     } else {
         REMAT__RETURN_IF(*p != '\0', err, REMAT_E_INPUT, "op \"%.32s\": expected \"T\"", text);
     }
@@ -501,7 +546,7 @@ remat_status remat_hjoin_schedule_create(const char *algorithm, remat_hjoin_sche
 }
 
 remat_status remat__hjoin_push(remat_hjoin_schedule *s, uint8_t kind, size_t branch,
-                               uint32_t index, remat_error *err) {
+                               uint32_t index, uint8_t option, remat_error *err) {
     if (s->n_ops == s->cap) {
         REMAT__RETURN_IF(s->cap >= ((size_t)1 << 28), err, REMAT_E_TOO_LARGE,
                          "join schedule: more than %zu ops", (size_t)1 << 28);
@@ -512,7 +557,7 @@ remat_status remat__hjoin_push(remat_hjoin_schedule *s, uint8_t kind, size_t bra
         s->ops = nd;
         s->cap = ncap;
     }
-    s->ops[s->n_ops++] = (remat_hjoin_op){kind, (uint8_t)branch, index};
+    s->ops[s->n_ops++] = (remat_hjoin_op){kind, (uint8_t)branch, index, option};
     return REMAT_OK;
 }
 
@@ -521,7 +566,7 @@ remat_status remat_hjoin_schedule_push(remat_hjoin_schedule *s, remat_hjoin_op o
     REMAT__FORWARD(remat__hjoin_schedule_validate(s, "remat_hjoin_schedule_push", err));
     REMAT__RETURN_IF(s->n_ops > s->cap || (s->n_ops && !s->cap), err, REMAT_E_INPUT,
                      "remat_hjoin_schedule_push: the schedule was not made by the library");
-    return remat__hjoin_push(s, op.kind, op.branch, op.index, err);
+    return remat__hjoin_push(s, op.kind, op.branch, op.index, op.option, err);
 }
 
 void remat_hjoin_schedule_free(remat_hjoin_schedule *s) {

@@ -35,6 +35,7 @@ void remat__hjoin_state_copy(const remat__hjoin_net *net, remat__hjoin_state *ds
     for (size_t b = 0; b < net->k; b++) {
         size_t n1 = net->c[b]->n + 1;
         memcpy(dst->b[b].val, src->b[b].val, n1);
+        memcpy(dst->b[b].opt, src->b[b].opt, n1);
         memcpy(dst->b[b].dheld, src->b[b].dheld, n1);
         dst->b[b].mem = src->b[b].mem;
         dst->b[b].next_b = src->b[b].next_b;
@@ -95,7 +96,7 @@ int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, rema
     remat__sim_state *s = &st->b[b];
     uint64_t before = s->mem, local;
     char why[200];
-    remat_op cop = {op.kind, 0, op.index};
+    remat_op cop = {op.kind, 0, op.index, op.option};
     if (!remat__sim_apply(net->c[b], s, cop, &local, time, why, sizeof why)) {
         snprintf(reason, cap, "branch %zu: %s", b + 1, why);
         return 0;
@@ -211,8 +212,11 @@ remat_status remat_hjoin_branch_chain(const remat_hjoin *j, size_t b, remat_chai
     return st;
 }
 
-/* The flat chain's stages: branch after branch, then the turn (remat_hjoin_flatten). */
-static void flat_stages(const remat__hjoin_net *net, remat_stage *out) {
+/* The flat chain's stages: branch after branch, then the turn
+ * (remat_hjoin_flatten). Each stage gets its own copy of its options, which
+ * carry what the stage's saves carry; 0 when out of memory (out is then
+ * freed by remat__stages_free). */
+static int flat_stages(const remat__hjoin_net *net, remat_stage *out) {
     size_t at = 0;
     for (size_t b = 0; b < net->k; b++) {
         uint64_t carried = 0, cgrad = 0;
@@ -229,12 +233,22 @@ static void flat_stages(const remat__hjoin_net *net, remat_stage *out) {
             s.grad_bytes += cgrad;
             snprintf(s.name, sizeof s.name, "%zu.%zu %.200s", b + 1, i + 1,
                      net->c[b]->stages[i].name);
+            s.options = NULL;
+            if (s.n_options) {
+                s.options = remat__calloc(s.n_options, sizeof *s.options);
+                if (!s.options) return 0;
+                memcpy(s.options, net->c[b]->stages[i].options, s.n_options * sizeof *s.options);
+                for (size_t k = 0; k < s.n_options; k++) s.options[k].saved_bytes += carried;
+            }
             out[at++] = s;
         }
     }
     remat_stage loss = net->turn;
     loss.grad_bytes = 0;
+    loss.n_options = 0;
+    loss.options = NULL;
     out[at] = loss;
+    return 1;
 }
 
 remat_status remat_hjoin_flatten(const remat_hjoin *j, remat_chain **out, remat_error *err) {
@@ -257,8 +271,10 @@ remat_status remat_hjoin_flatten(const remat_hjoin *j, remat_chain **out, remat_
     remat_stage *stages = st == REMAT_OK ? remat__calloc(n, sizeof *stages) : NULL;
     if (st == REMAT_OK && !stages)
         st = remat__fail(err, REMAT_E_NOMEM, "remat_hjoin_flatten: out of memory");
-    if (st == REMAT_OK) {
-        flat_stages(&net, stages);
+    if (st == REMAT_OK && !flat_stages(&net, stages)) {
+        remat__stages_free(stages, n);
+        st = remat__fail(err, REMAT_E_NOMEM, "remat_hjoin_flatten: out of memory");
+    } else if (st == REMAT_OK) {
         st = remat__chain_adopt("flat chain", j->name, in, in_grad, stages, n, out, err);
     }
     if (st == REMAT_OK) remat__strlcpy((*out)->time_unit, j->time_unit, sizeof (*out)->time_unit);

@@ -77,6 +77,8 @@ static remat_status build(const remat__hjoin_net *net, const remat_hjoin_schedul
         } else {
             size_t b = op.branch - 1u;
             branch_refs(&prev->b[b], &cur->b[b], op, step);
+            /* B recomputes with the option its abar was made with */
+            step->option = op.kind == REMAT_HJOIN_OP_B ? prev->b[b].opt[op.index] : op.option;
         }
         step->mem_during = during;
         step->mem_after = cur->mem;

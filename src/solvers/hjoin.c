@@ -8,7 +8,8 @@
  * inside frees it) or as abar (p_j = 1, counted outside: it waits for a B of
  * an outer level). At the end every branch holds d[j.s_j-1]. A choice cuts
  * one branch m at its start s:
- *   Fall s: abar[s] is the start of the rest; B s follows it.
+ *   Fall s/k, for every save k of the stage (SPEC section 1's options, 0 the
+ *      full save): abar[s] of save k is the start of the rest; B s follows.
  *   Fck s, Fn s+1..s'-1: a[s'-1] is the start of the rest; then C_m(s, s'-1)
  *      back-propagates the segment with what the rest leaves (the other
  *      branches' d[j.s_j-1] are held then).
@@ -39,14 +40,28 @@ typedef struct hj_view {
     size_t off;
 } hj_view;
 
+/* One save of a stage (its full save or a partial one) in units: the abar
+ * it makes, Fall's overhead, the overhead and time of the B consuming it. */
+typedef struct hj_save {
+    uint64_t ab, ofa, ob;
+    double t; /* fwd_time + the save's bwd_time */
+} hj_save;
+
 typedef struct hj_ctx {
     const remat__hjoin_net *net;
     size_t k;
     uint32_t L[HJ_MAXB];
     uint64_t unit, budget;
-    /* sizes in units by value index 0..L (of, ob by stage; index 0 unused) */
-    uint64_t *a[HJ_MAXB], *ab[HJ_MAXB], *d[HJ_MAXB], *of[HJ_MAXB], *ob[HJ_MAXB];
-    double *pf[HJ_MAXB], *pfb[HJ_MAXB]; /* prefix sums of fwd and fwd + bwd times */
+    /* sizes in units by value index 0..L (of by stage; index 0 unused); ab is
+     * the least abar over the stage's saves (what an abar start holds at least) */
+    uint64_t *a[HJ_MAXB], *ab[HJ_MAXB], *d[HJ_MAXB], *of[HJ_MAXB];
+    double *pf[HJ_MAXB]; /* prefix sums of fwd times */
+    /* the saves of stage i: sv[so[i] .. so[i+1]), option k at sv[so[i] + k];
+     * plain[i]: the save with the least B time (all-Fall with it is fastest) */
+    hj_save *sv[HJ_MAXB];
+    uint32_t *so[HJ_MAXB];
+    uint8_t *plain[HJ_MAXB];
+    uint32_t nsave[HJ_MAXB]; /* the most saves of one stage */
     uint64_t tneed;                     /* the turn's need beyond what is held */
     double ttime;
     size_t ns, stride[HJ_MAXB];
@@ -89,7 +104,9 @@ static void decode(const hj_ctx *x, size_t id, hj_state *st) {
 /* One choice at a state (see the top of the file). */
 typedef struct hj_choice {
     uint32_t m;     /* branch, 0-based */
-    uint32_t sp;    /* 0: Fall s; else Fck s, Fn .. s'-1 and the rest from s' */
+    uint32_t sp;    /* 0: Fall s/opt; else Fck s, Fn .. s'-1 and the rest from s' */
+    uint8_t opt;    /* Fall: the save */
+    uint8_t plain;  /* Fall: opt is the stage's plain save */
     size_t sub;     /* the rest's state */
     uint64_t w;     /* the rest's budget is b - w */
     uint64_t need;  /* what the ops of this level need */
@@ -99,11 +116,11 @@ typedef struct hj_choice {
 
 static size_t max_choices(const hj_ctx *x) {
     size_t n = 0;
-    for (size_t j = 0; j < x->k; j++) n += x->L[j] + 1;
+    for (size_t j = 0; j < x->k; j++) n += x->L[j] + x->nsave[j];
     return n;
 }
 
-/* The choices at st (id), in a fixed order: by branch, Fall first, then s'. */
+/* The choices at st (id), in a fixed order: by branch, Fall by save, then s'. */
 static size_t choices(const hj_ctx *x, size_t id, const hj_state *st, hj_choice *out) {
     size_t n = 0;
     for (uint32_t m = 0; m < x->k; m++) {
@@ -111,23 +128,29 @@ static size_t choices(const hj_ctx *x, size_t id, const hj_state *st, hj_choice 
         if (s > x->L[m]) continue;
         uint64_t start = st->p[m] ? 0 : x->a[m][s - 1]; /* the start inside the budget */
         uint64_t others = st->D - x->d[m][s - 1];
-        hj_choice f;
-        f.m = m;
-        f.sp = 0;
-        f.sub = id + (size_t)(code_of(s + 1, 1) - st->code[m]) * x->stride[m];
-        f.w = start + x->ab[m][s];
-        uint64_t bneed = start + x->ab[m][s] + others + x->d[m][s] + x->d[m][s - 1] +
-                         x->ob[m][s];
-        f.need = max2(st->P + x->ab[m][s] + x->of[m][s], bneed);
-        f.cw = 0;
-        f.c = x->pfb[m][s] - x->pfb[m][s - 1];
-        out[n++] = f;
+        for (uint32_t q = x->so[m][s]; q < x->so[m][s + 1]; q++) {
+            const hj_save *v = &x->sv[m][q];
+            hj_choice f;
+            f.m = m;
+            f.sp = 0;
+            f.opt = (uint8_t)(q - x->so[m][s]);
+            f.plain = f.opt == x->plain[m][s];
+            f.sub = id + (size_t)(code_of(s + 1, 1) - st->code[m]) * x->stride[m];
+            f.w = start + v->ab;
+            uint64_t bneed = start + v->ab + others + x->d[m][s] + x->d[m][s - 1] + v->ob;
+            f.need = max2(st->P + v->ab + v->ofa, bneed);
+            f.cw = 0;
+            f.c = v->t;
+            out[n++] = f;
+        }
         uint64_t run = x->a[m][s] + x->of[m][s];
         for (uint32_t sp = s + 1; sp <= x->L[m] + 1; sp++) {
             if (sp > s + 1) run = max2(run, x->a[m][sp - 2] + x->a[m][sp - 1] + x->of[m][sp - 1]);
             hj_choice c;
             c.m = m;
             c.sp = sp;
+            c.opt = 0;
+            c.plain = 0;
             c.sub = id + (size_t)(code_of(sp, 0) - st->code[m]) * x->stride[m];
             c.w = start;
             c.need = st->P + run;
@@ -143,8 +166,8 @@ static size_t choices(const hj_ctx *x, size_t id, const hj_state *st, hj_choice 
 
 static void ctx_free(hj_ctx *x) {
     for (size_t j = 0; j < HJ_MAXB; j++) {
-        free(x->a[j]); free(x->ab[j]); free(x->d[j]); free(x->of[j]); free(x->ob[j]);
-        free(x->pf[j]); free(x->pfb[j]);
+        free(x->a[j]); free(x->ab[j]); free(x->d[j]); free(x->of[j]);
+        free(x->pf[j]); free(x->sv[j]); free(x->so[j]); free(x->plain[j]);
         remat__chain_table_free(x->ct[j]);
     }
     free(x->lo); free(x->g); free(x->vw); free(x->tab);
@@ -152,6 +175,29 @@ static void ctx_free(hj_ctx *x) {
 }
 
 static uint64_t in_units(uint64_t bytes, uint64_t u) { return sat(bytes / u + (bytes % u != 0)); }
+
+/* Stage i of branch j: its forward sizes and times, and its saves. */
+static void save_sizes(hj_ctx *x, size_t j, uint32_t i, uint64_t u) {
+    const remat_stage *sg = &x->net->c[j]->stages[i - 1];
+    x->of[j][i] = in_units(sg->fwd_overhead, u);
+    x->pf[j][i] = x->pf[j][i - 1] + sg->fwd_time;
+    uint32_t at = x->so[j][i];
+    x->so[j][i + 1] = at + (uint32_t)sg->n_options + 1;
+    if (sg->n_options + 1 > x->nsave[j]) x->nsave[j] = (uint32_t)sg->n_options + 1;
+    uint64_t least = HJ_LIM;
+    for (unsigned k = 0; k <= sg->n_options; k++) {
+        remat__save v = remat__stage_save(sg, k);
+        hj_save *h = &x->sv[j][at + k];
+        h->ab = in_units(v.saved_bytes, u);
+        h->ofa = in_units(v.fall_overhead, u);
+        h->ob = in_units(v.bwd_overhead, u);
+        h->t = sg->fwd_time + v.bwd_time;
+        if (h->ab < least) least = h->ab;
+        if (v.bwd_time < remat__stage_save(sg, x->plain[j][i]).bwd_time)
+            x->plain[j][i] = (uint8_t)k;
+    }
+    x->ab[j][i] = least;
+}
 
 /* Sizes of net in units of u. */
 static remat_status ctx_init(hj_ctx *x, const remat__hjoin_net *net, uint64_t u,
@@ -165,23 +211,24 @@ static remat_status ctx_init(hj_ctx *x, const remat__hjoin_net *net, uint64_t u,
         const remat_chain *c = net->c[j];
         uint32_t L = net->n[j];
         x->L[j] = L;
-        uint64_t **v[5] = {&x->a[j], &x->ab[j], &x->d[j], &x->of[j], &x->ob[j]};
-        for (int q = 0; q < 5; q++) *v[q] = remat__calloc((size_t)L + 1, sizeof(uint64_t));
+        uint64_t **v[4] = {&x->a[j], &x->ab[j], &x->d[j], &x->of[j]};
+        for (int q = 0; q < 4; q++) *v[q] = remat__calloc((size_t)L + 1, sizeof(uint64_t));
         x->pf[j] = remat__calloc((size_t)L + 1, sizeof(double));
-        x->pfb[j] = remat__calloc((size_t)L + 1, sizeof(double));
-        if (!x->a[j] || !x->ab[j] || !x->d[j] || !x->of[j] || !x->ob[j] || !x->pf[j] ||
-            !x->pfb[j])
+        x->so[j] = remat__calloc((size_t)L + 2, sizeof(uint32_t));
+        x->plain[j] = remat__calloc((size_t)L + 1, 1);
+        size_t saves = 0;
+        for (uint32_t i = 1; i <= L; i++) saves += c->stages[i - 1].n_options + 1;
+        x->sv[j] = remat__calloc(saves, sizeof(hj_save));
+        if (!x->a[j] || !x->ab[j] || !x->d[j] || !x->of[j] || !x->pf[j] || !x->so[j] ||
+            !x->plain[j] || !x->sv[j])
             return remat__fail(err, REMAT_E_NOMEM, "join: out of memory");
+        x->nsave[j] = 1;
         for (uint32_t i = 0; i <= L; i++) {
             x->a[j][i] = in_units(remat_chain_a_bytes(c, i), u);
-            x->ab[j][i] = i ? in_units(remat_chain_abar_bytes(c, i), u) : x->a[j][0];
+            x->ab[j][i] = x->a[j][i];
             x->d[j][i] = in_units(remat_chain_d_bytes(c, i), u);
             if (i == 0) continue;
-            const remat_stage *sg = &c->stages[i - 1];
-            x->of[j][i] = in_units(sg->fwd_overhead, u);
-            x->ob[j][i] = in_units(sg->bwd_overhead, u);
-            x->pf[j][i] = x->pf[j][i - 1] + sg->fwd_time;
-            x->pfb[j][i] = x->pfb[j][i - 1] + sg->fwd_time + sg->bwd_time;
+            save_sizes(x, j, i, u);
         }
         x->stride[j] = x->ns;
         REMAT__RETURN_IF(!remat__mul_size(x->ns, 2 * (size_t)L + 1, &x->ns), err,
@@ -250,7 +297,7 @@ static remat_status bounds(hj_ctx *x, const remat_solve_options *o, remat_error 
             if (c->sp) {
                 uint64_t cn = chain_need(x, c->m, st.s[c->m], c->sp - 1);
                 v = max2(v, sat(cn + c->cw));
-            } else { /* all-Fall from here: Fall s, then all-Fall in the rest */
+            } else if (c->plain) { /* all-Fall from here: Fall s, all-Fall in the rest */
                 uint64_t all = max2(c->need, sat(x->g[c->sub] + c->w));
                 if (all < g) g = all;
             }
@@ -295,7 +342,8 @@ static remat_status layout(hj_ctx *x, const remat_solve_options *o, remat_error 
                          "join: the table is too large for this machine");
         total += len;
         size_t n = 0;
-        for (size_t j = 0; j < x->k; j++) n += st.s[j] <= x->L[j] ? x->L[j] - st.s[j] + 2 : 0;
+        for (size_t j = 0; j < x->k; j++)
+            n += st.s[j] <= x->L[j] ? x->L[j] - st.s[j] + 1 + x->nsave[j] : 0;
         steps += (double)len * (double)(n < nch ? n : nch);
     }
     x->cells = total;
@@ -464,7 +512,8 @@ static remat_status emit_chain(const hj_ctx *x, const hj_task *t, remat_schedule
     tmp->n_ops = 0;
     REMAT__FORWARD(remat__chain_table_ops(x->ct[t->m], t->s, t->e, t->b, tmp, err));
     for (size_t q = 0; q < tmp->n_ops; q++)
-        REMAT__FORWARD(remat__hjoin_push(out, tmp->ops[q].kind, t->m + 1, tmp->ops[q].index, err));
+        REMAT__FORWARD(remat__hjoin_push(out, tmp->ops[q].kind, t->m + 1, tmp->ops[q].index,
+                                         tmp->ops[q].option, err));
     return REMAT_OK;
 }
 
@@ -474,7 +523,7 @@ static remat_status solve_step(const hj_ctx *x, const hj_task *t, hj_choice *ch,
                                remat_hjoin_schedule *out, remat_error *err) {
     hj_state st;
     decode(x, t->id, &st);
-    if (st.done) return remat__hjoin_push(out, REMAT_HJOIN_OP_T, 0, 0, err);
+    if (st.done) return remat__hjoin_push(out, REMAT_HJOIN_OP_T, 0, 0, 0, err);
     const hj_view *v = &x->vw[t->id];
     uint64_t b = t->b < v->hi ? t->b : v->hi - 1; /* from hi on, the row's last schedule */
     hj_choice c;
@@ -483,12 +532,12 @@ static remat_status solve_step(const hj_ctx *x, const hj_task *t, hj_choice *ch,
     uint32_t s = st.s[c.m];
     size_t br = c.m + 1;
     if (!c.sp) {
-        REMAT__FORWARD(remat__hjoin_push(out, REMAT_HJOIN_OP_FALL, br, s, err));
+        REMAT__FORWARD(remat__hjoin_push(out, REMAT_HJOIN_OP_FALL, br, s, c.opt, err));
         REMAT__FORWARD(push_task(stack, top, cap, (hj_task){TASK_B, 0, c.m, s, s, 0}, err));
     } else {
-        REMAT__FORWARD(remat__hjoin_push(out, REMAT_HJOIN_OP_FCK, br, s, err));
+        REMAT__FORWARD(remat__hjoin_push(out, REMAT_HJOIN_OP_FCK, br, s, 0, err));
         for (uint32_t i = s + 1; i < c.sp; i++)
-            REMAT__FORWARD(remat__hjoin_push(out, REMAT_HJOIN_OP_FN, br, i, err));
+            REMAT__FORWARD(remat__hjoin_push(out, REMAT_HJOIN_OP_FN, br, i, 0, err));
         hj_task ct = {TASK_CHAIN, 0, c.m, s, c.sp - 1, b - c.cw};
         REMAT__FORWARD(push_task(stack, top, cap, ct, err));
     }
@@ -509,7 +558,8 @@ static remat_status rebuild(const hj_ctx *x, size_t root, uint64_t b, remat_hjoi
     while (st == REMAT_OK && top > 0) {
         hj_task t = stack[--top];
         if (t.kind == TASK_SOLVE) st = solve_step(x, &t, ch, stack, &top, cap, out, err);
-        else if (t.kind == TASK_B) st = remat__hjoin_push(out, REMAT_HJOIN_OP_B, t.m + 1, t.s, err);
+        else if (t.kind == TASK_B)
+            st = remat__hjoin_push(out, REMAT_HJOIN_OP_B, t.m + 1, t.s, 0, err);
         else st = emit_chain(x, &t, tmp, out, err);
     }
     remat_schedule_free(tmp);
@@ -526,11 +576,11 @@ static remat_status store_all_schedule(const remat__hjoin_net *net, remat_hjoin_
     remat_status st = REMAT_OK;
     for (size_t b = 0; b < net->k && st == REMAT_OK; b++)
         for (uint32_t i = 1; i <= net->n[b] && st == REMAT_OK; i++)
-            st = remat__hjoin_push(*out, REMAT_HJOIN_OP_FALL, b + 1, i, err);
-    if (st == REMAT_OK) st = remat__hjoin_push(*out, REMAT_HJOIN_OP_T, 0, 0, err);
+            st = remat__hjoin_push(*out, REMAT_HJOIN_OP_FALL, b + 1, i, 0, err);
+    if (st == REMAT_OK) st = remat__hjoin_push(*out, REMAT_HJOIN_OP_T, 0, 0, 0, err);
     for (size_t b = net->k; b-- > 0 && st == REMAT_OK;)
         for (uint32_t i = net->n[b]; i >= 1 && st == REMAT_OK; i--)
-            st = remat__hjoin_push(*out, REMAT_HJOIN_OP_B, b + 1, i, err);
+            st = remat__hjoin_push(*out, REMAT_HJOIN_OP_B, b + 1, i, 0, err);
     if (st != REMAT_OK) {
         remat_hjoin_schedule_free(*out);
         *out = NULL;
@@ -559,6 +609,18 @@ static remat_status measure(const remat__hjoin_net *net, remat_hjoin_schedule *s
     REMAT__RETURN_IF(!ok, err, REMAT_E_INTERNAL,
                      "join: the schedule fails the simulator (a bug in remat): %s", why);
     return REMAT_OK;
+}
+
+/* 1 when no partial save has a faster B than its stage's full save: then
+ * store-all (every full save) is the fastest schedule, as in optimal. */
+static int full_is_plain(const remat__hjoin_net *net) {
+    for (size_t b = 0; b < net->k; b++)
+        for (size_t i = 0; i < net->c[b]->n; i++) {
+            const remat_stage *sg = &net->c[b]->stages[i];
+            for (size_t k = 0; k < sg->n_options; k++)
+                if (sg->options[k].bwd_time < sg->bwd_time) return 0;
+        }
+    return 1;
 }
 
 static remat_status store_all(const remat__hjoin_net *net, uint64_t *peak, double *time,
@@ -680,15 +742,24 @@ static remat_status table_for(hj_ctx *x, const remat__hjoin_net *net, const rema
 static remat_status solve(const remat__hjoin_net *net, const remat_solve_options *o,
                           remat_hjoin_schedule **out, remat_error *err) {
     uint64_t store_peak;
-    REMAT__FORWARD(store_all(net, &store_peak, NULL, err));
-    if (o->memory >= store_peak) {
+    double store_time;
+    REMAT__FORWARD(store_all(net, &store_peak, &store_time, err));
+    hj_ctx x;
+    int fits = 0;
+    remat_status st = REMAT_OK;
+    /* a partial save with a faster B: the table may beat store-all there too */
+    if (o->memory < store_peak || !full_is_plain(net))
+        st = table_for(&x, net, o, o->memory, store_peak, &fits, err);
+    else
+        memset(&x, 0, sizeof x);
+    /* store-all fits: it wins where the table's rounding does worse */
+    if (st == REMAT_OK && o->memory >= store_peak &&
+        (!fits || !(view_at(&x, 0, x.budget) < store_time))) {
+        ctx_free(&x);
         REMAT__FORWARD(store_all_schedule(net, out, err));
         (*out)->memory_limit = o->memory;
         return measure(net, *out, err);
     }
-    hj_ctx x;
-    int fits = 0;
-    remat_status st = table_for(&x, net, o, o->memory, store_peak, &fits, err);
     if (st == REMAT_OK && !fits) {
         uint64_t mm = 0;
         st = min_memory(net, o, store_peak, &mm, err);
@@ -788,9 +859,13 @@ static remat_status value_at(const remat__hjoin_net *net, const remat_solve_opti
     hj_ctx x;
     int fits = 0;
     remat_status st = table_for(&x, net, o, mem, store_peak, &fits, err);
-    if (st == REMAT_OK && !fits)
+    if (st == REMAT_OK && !fits && mem < store_peak)
         st = remat__fail(err, REMAT_E_INTERNAL, "join curve: the smallest limit does not fit");
-    if (st == REMAT_OK) *t = view_at(&x, 0, x.budget);
+    if (st == REMAT_OK && fits) *t = view_at(&x, 0, x.budget);
+    double t_all = INFINITY;
+    if (st == REMAT_OK && mem >= store_peak) /* as solve(): store-all fits there */
+        st = store_all(net, NULL, &t_all, err);
+    if (st == REMAT_OK && (!fits || t_all <= *t)) *t = t_all;
     ctx_free(&x);
     return st;
 }
@@ -820,12 +895,17 @@ static remat_status curve_points(const remat__hjoin_net *net, const remat_solve_
         double t = view_at(&x, 0, b);
         uint64_t mem = sat(b * x.unit);
         if (!(t < prev)) continue;
-        if (mem >= store_peak && top >= store_peak) break;
+        if (mem >= store_peak && top >= store_peak) break; /* as optimal's curve */
         prev = t;
         add_point(cv, mem, t);
     }
     ctx_free(&x);
-    if (st == REMAT_OK && top >= store_peak) {
+    if (st == REMAT_OK && top >= store_peak && !full_is_plain(net)) {
+        /* a faster partial save: the table may still gain at the store-all peak */
+        double t = 0;
+        st = value_at(net, o, store_peak, store_peak, &t, err);
+        if (st == REMAT_OK && t < prev) add_point(cv, store_peak, t);
+    } else if (st == REMAT_OK && top >= store_peak) {
         if (cv->n > 0 && cv->points[cv->n - 1].time <= store_time * (1 + 1e-9))
             cv->points[cv->n - 1].time = store_time;
         else

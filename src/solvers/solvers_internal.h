@@ -68,6 +68,9 @@ void remat__chain_table_row(const remat__chain_table *t, size_t s, size_t e,
                             remat__chain_row *out);
 remat_status remat__chain_table_ops(const remat__chain_table *t, size_t s, size_t e, uint64_t m,
                                     remat_schedule *out, remat_error *err);
+/* optimal_ctx.c: the slot of limit mem with `slots` slots per limit (a
+ * power of two; 1: exact bytes), which the join solver shares. */
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
 
 /* solver_util.c: convenience for solvers building schedules. */
 remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err);

@@ -242,6 +242,35 @@ class JoinBindingTest(unittest.TestCase):
         self.assertEqual(flat.stages[0]["out_bytes"], 2 + 3)  # carries a[2.0]
         self.assertEqual(j.branch_chain(2).n, 2)
 
+    def test_partial_saves(self):
+        """Stage 1.1 with its own Fall overhead and a partial save (tests/test_hjoin.c)."""
+        b1 = [{"fwd_time": 1, "bwd_time": 2, "out_bytes": 2, "saved_bytes": 3,
+               "fall_overhead": 2,
+               "options": [{"name": "half", "saved_bytes": 2, "fall_overhead": 1,
+                            "bwd_time": 5, "bwd_overhead": 4}]},
+              {"fwd_time": 1, "bwd_time": 1, "out_bytes": 1, "saved_bytes": 2}]
+        b2 = [{"fwd_time": 2, "bwd_time": 2, "out_bytes": 3, "saved_bytes": 4}]
+        j = remat.JoinProblem(
+            [{"name": "text", "input_bytes": 4, "input_grad_bytes": 0, "stages": b1},
+             {"name": "image", "input_bytes": 3, "stages": b2}],
+            {"fwd_time": 0.5, "bwd_time": 0.5, "saved_bytes": 1, "fwd_overhead": 2})
+        st = j.branches[0]["stages"][0]
+        self.assertEqual(st["fall_overhead"], 2)
+        self.assertEqual(st["options"][0]["name"], "half")
+        self.assertEqual(remat.JoinProblem.from_json(j.to_json()).branches, j.branches)
+        s = remat.JoinSchedule.from_ops(["Fall 1.1/1", "Fall 1.2", "Fall 2.1", "T", "B 2.1",
+                                         "B 1.2", "B 1.1"])
+        self.assertEqual(s.ops[0], "Fall 1.1/1")
+        r = j.simulate(s)
+        self.assertTrue(r.valid)
+        self.assertEqual((r.time, r.peak_bytes), (13.0, 22))
+        p = j.plan(s)
+        self.assertEqual([st.option for st in p.steps], [1, 0, 0, 0, 0, 0, 1])
+        self.assertEqual(j.flatten().stages[0]["options"][0]["saved_bytes"], 2 + 3)
+        self.assertFalse(j.simulate(remat.JoinSchedule.from_ops(["Fall 1.1/2"])).valid)
+        sol = j.solve(j.min_memory(slots=0), slots=0)
+        self.assertTrue(j.simulate(sol).valid)
+
     def test_example_two_towers_beat_the_flat_chain(self):
         root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "join")
         j = remat.JoinProblem.load(os.path.join(root, "clip-like.json"))
