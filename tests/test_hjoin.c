@@ -16,6 +16,7 @@ typedef struct net_spec {
     uint64_t max_bytes;
     int overheads, grad_sizes, zero_sizes, int_times;
     test_option_spec saves; /* fall_overhead and partial saves (options) */
+    int ordered;            /* the branches run in order */
 } net_spec;
 
 static remat_stage random_turn(test_rng *r, const net_spec *sp) {
@@ -69,6 +70,7 @@ static remat_hjoin *random_net(test_rng *r, const net_spec *sp) {
         abort();
     }
     for (size_t q = 0; q < sp->k; q++) remat_chain_free(cs[q]);
+    remat_hjoin_set_ordered(j, sp->ordered);
     return j;
 }
 
@@ -222,6 +224,7 @@ static void bf_level(bf_search *b, size_t depth, const bf_node *node, uint64_t p
     for (size_t m = 0; m < net->k; m++) {
         uint32_t s = node->s[m];
         if (s > net->n[m]) continue;
+        if (net->ordered && m > 0 && node->s[m - 1] <= net->n[m - 1]) break; /* in order */
         bf_node next = *node;
         push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
         next.s[m] = s + 1;
@@ -401,14 +404,15 @@ static void random_spec_saves(test_rng *r, net_spec *sp, size_t k, uint32_t maxl
     sp->saves.options = most;
 }
 
-static void run_random_saves(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
-                             size_t most) {
+static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
+                           size_t most, int ordered) {
     test_rng r = {seed};
     size_t compared = 0;
     partial_schedules = 0;
     for (size_t it = 0; it < count; it++) {
         net_spec sp;
         random_spec_saves(&r, &sp, k, maxlen, most);
+        sp.ordered = ordered;
         remat_hjoin *j = random_net(&r, &sp);
         int ok = agree_with_brute_force(j, &bf, &compared);
         if (!ok) {
@@ -426,6 +430,11 @@ static void run_random_saves(uint64_t seed, size_t count, size_t k, uint32_t max
     printf("\n");
 }
 
+static void run_random_saves(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
+                             size_t most) {
+    run_random_all(seed, count, k, maxlen, most, 0);
+}
+
 static void run_random(uint64_t seed, size_t count, size_t k, uint32_t maxlen) {
     run_random_saves(seed, count, k, maxlen, 0);
 }
@@ -438,6 +447,11 @@ static void test_brute_force_four_branches(void) { run_random(14, 20, 4, 1); }
 static void test_brute_force_saves_one_branch(void) { run_random_saves(15, 80, 1, 4, 2); }
 static void test_brute_force_saves_two_branches(void) { run_random_saves(16, 150, 2, 3, 2); }
 static void test_brute_force_saves_three_branches(void) { run_random_saves(17, 60, 3, 2, 2); }
+/* Ordered networks: the brute force runs the branches in order too. */
+static void test_brute_force_ordered(void) {
+    run_random_all(18, 80, 2, 3, 1, 1);
+    run_random_all(19, 60, 3, 2, 1, 1);
+}
 
 /* The wider class (segments after T in any order per branch) never does worse
  * than the nested one, and the solver is within the nested class' optimum. */
@@ -592,7 +606,7 @@ typedef struct ex_search {
 static void ex_key(const remat__hjoin_net *net, const remat__hjoin_state *st, uint8_t *key) {
     memset(key, 0, EX_KEY);
     size_t at = 0;
-    key[at++] = (uint8_t)st->turned;
+    key[at++] = (uint8_t)(st->turned | st->at << 1); /* and where an ordered network is */
     for (size_t b = 0; b < net->k; b++) {
         key[at++] = (uint8_t)st->b[b].next_b;
         for (uint32_t i = 0; i <= net->n[b]; i++) /* what is held, and an abar's save */
@@ -604,7 +618,8 @@ static void ex_key(const remat__hjoin_net *net, const remat__hjoin_state *st, ui
 /* The state of a key (dheld rebuilt from next_b and the turn). */
 static void ex_state(const remat__hjoin_net *net, const uint8_t *key, remat__hjoin_state *st) {
     size_t at = 0;
-    st->turned = key[at++];
+    st->turned = key[at] & 1;
+    st->at = key[at++] >> 1;
     st->mem = 0;
     for (size_t b = 0; b < net->k; b++) {
         remat__sim_state *s = &st->b[b];
@@ -688,6 +703,7 @@ static double exact_join(const remat__hjoin_net *net, uint64_t limit) {
         size_t per = net->n[b] + 1u;
         for (uint32_t i = 0; i <= net->n[b]; i++) per *= i ? 2 + saves_of(net, b, i) : 3;
         states *= per;
+        if (net->ordered) states *= 2; /* where the order is: at most k values (k <= 4) */
     }
     ex_search x = {net, NULL, 0, 1024, NULL, 2 * states + 1, NULL, 0};
     x.nodes = malloc(x.cap * sizeof *x.nodes);
@@ -805,6 +821,7 @@ static void exact_at_most_solver(uint64_t seed, size_t count, size_t most) {
 }
 
 static void test_exact_at_most_solver_saves(void) { exact_at_most_solver(92, 40, 2); }
+
 
 static void test_exact_at_most_solver(void) {
     exact_at_most_solver(91, 60, 0);
@@ -1330,6 +1347,67 @@ static void test_saves_by_hand(void) {
     remat_hjoin_free(j);
 }
 
+/* An ordered network: the simulator refuses branches out of order, the
+ * document keeps the flag, and every valid schedule (the Dijkstra, whose
+ * state says where the order is) is at most the solver's. */
+static void test_ordered(void) {
+    remat_hjoin *j = hand_net();
+    remat_hjoin_set_ordered(j, 1);
+    expect_invalid(j, SCHED("Fall 2.1", "Fall 1.1"), 1, "branch 1 after branch 2");
+    expect_invalid(j, SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 1.2"), 4,
+                   "branch 1 before branch 2 is back-propagated");
+    remat_hjoin_schedule *s = SCHED("Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2",
+                                    "B 1.1");
+    remat_hjoin_sim_result *r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_schedule_free(s);
+    char *text = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_hjoin_to_json(j, &text, &e), REMAT_OK);
+    ASSERT_CONTAINS(text, "\"ordered\": true");
+    remat_hjoin *back = NULL;
+    ASSERT_STATUS(remat_hjoin_from_json(text, strlen(text), "o", &back, &e), REMAT_OK);
+    ASSERT_EQ_U64(back->ordered, 1);
+    remat_free(text);
+    remat_hjoin_free(back);
+    const char *bad = "{\"format\": \"remat-join-2\", \"ordered\": 1, \"branches\": "
+                      "[{\"input_bytes\": 1, \"stages\": [{\"fwd_time\": 1, \"bwd_time\": 1, "
+                      "\"out_bytes\": 1}]}], \"turn\": {\"fwd_time\": 0, \"bwd_time\": 0}}";
+    ASSERT_STATUS(remat_hjoin_from_json(bad, strlen(bad), "o.json", &back, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "o.json: ordered: expected true or false");
+    /* unordered, the smallest limit is at most the ordered one */
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.slots = 0;
+    uint64_t mo = 0, mu = 0;
+    ASSERT_STATUS(remat_hjoin_min_memory(j, &o, &mo, NULL), REMAT_OK);
+    remat_hjoin_set_ordered(j, 0);
+    ASSERT_STATUS(remat_hjoin_min_memory(j, &o, &mu, NULL), REMAT_OK);
+    ASSERT_TRUE(mu <= mo);
+    remat_hjoin_free(j);
+    test_rng rng = {93};
+    for (size_t it = 0; it < 30; it++) {
+        net_spec sp;
+        random_spec_saves(&rng, &sp, 2 + it % 2, 2 - it % 2, 1);
+        sp.ordered = 1;
+        remat_hjoin *n = random_net(&rng, &sp);
+        remat__hjoin_net net = net_of(n);
+        uint64_t peak = 0, mm = 0;
+        ASSERT_STATUS(remat_hjoin_store_all_cost(n, &peak, NULL, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_min_memory(n, &o, &mm, NULL), REMAT_OK);
+        for (int q = 0; q < 2; q++) {
+            uint64_t m = mm + (peak - mm) * (uint64_t)q / 3;
+            ASSERT_STATUS(solve_at(n, m, 0, &s, NULL), REMAT_OK);
+            ASSERT_TRUE(schedule_ok(n, s, m));
+            ASSERT_LE_DBL(exact_join(&net, m), s->time, 1e-9 * (1 + s->time));
+            remat_hjoin_schedule_free(s);
+        }
+        remat__hjoin_net_free(&net);
+        remat_hjoin_free(n);
+    }
+}
+
 /* ---- curves and limits ---- */
 
 /* 1 when a partial save of j has a faster B than its stage's full save. */
@@ -1495,5 +1573,7 @@ static const test_case cases[] = {
     {"exact_at_most_solver_saves", test_exact_at_most_solver_saves},
     {"curve_saves", test_curve_saves},
     {"saves_by_hand", test_saves_by_hand},
+    {"brute_force_ordered", test_brute_force_ordered},
+    {"ordered", test_ordered},
 };
 TEST_MAIN(cases)

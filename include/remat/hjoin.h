@@ -22,7 +22,8 @@
  *   held to the end (the gradient of the branch's input).
  * A schedule is valid when every op finds what it needs, T runs once, and
  * every branch runs B j.n_j .. B j.1 in that order with no forward of stage i
- * after B j.i.
+ * after B j.i; for an ordered network, when the branches also run in order
+ * (the `ordered` member).
  *
  * Structs are public and read-only for callers: build problems with
  * remat_hjoin_create() or the loaders; every function checks the struct it
@@ -64,6 +65,14 @@ typedef struct remat_hjoin {
      * bwd_overhead; out_bytes only bounds saved_bytes; grad_bytes,
      * fall_overhead and options are unused. */
     remat_stage turn;
+    /* Nonzero: the branches run one after another in their order, as the
+     * model runs them (a schedule runs every forward of branch j before T
+     * ahead of those of branch j+1, and after T every op of branch j+1 ahead
+     * of those of branch j). A front-end asks for it when the order of the
+     * branches changes results: random numbers drawn in order, gradients of
+     * shared parameters summed in order. Set by remat_hjoin_set_ordered()
+     * or the document's "ordered". */
+    int ordered;
 } remat_hjoin;
 
 /* Builds a validated deep copy (every stage as remat_chain_create checks it,
@@ -75,6 +84,8 @@ REMAT_API remat_status remat_hjoin_create(const char *name, const char *time_uni
                                           const remat_stage *turn, remat_hjoin **out,
                                           remat_error *err);
 REMAT_API void remat_hjoin_free(remat_hjoin *j);
+/* Sets j->ordered (0 or 1). */
+REMAT_API void remat_hjoin_set_ordered(remat_hjoin *j, int ordered);
 
 /* "remat-join-2" I/O (docs/formats.md). `source` names the document in
  * messages, which name the field: "p.json: branches[1].stages[0].fwd_time:

@@ -43,7 +43,7 @@ class _Branch(Structure):
 class _HJoin(Structure):
     _c_name = "remat_hjoin"
     _fields_ = [("name", c_char * _lib.NAME_MAX), ("time_unit", c_char * 32), ("k", c_size_t),
-                ("branches", _Branch * MAX_BRANCHES), ("turn", _lib.Stage)]
+                ("branches", _Branch * MAX_BRANCHES), ("turn", _lib.Stage), ("ordered", c_int)]
 
 
 class _Op(Structure):
@@ -310,16 +310,22 @@ class JoinProblem:
     {"name", "input_bytes", "input_grad_bytes" (default input_bytes),
     "stages": [stage dicts as for remat.Chain]}; `turn` is the loss stage
     reading every branch's last output: {"fwd_time", "bwd_time",
-    "saved_bytes", "fwd_overhead", "bwd_overhead"} (sizes optional, 0)."""
+    "saved_bytes", "fwd_overhead", "bwd_overhead"} (sizes optional, 0).
+    `ordered`: the branches run one after another in their order (the
+    forward of branch 1 first, its backward last), as a model whose results
+    depend on the order runs them (include/remat/hjoin.h)."""
 
     def __init__(self, branches: Iterable[Mapping[str, Any]], turn: Mapping[str, Any],
                  name: str = "join", time_unit: str = "ms",
-                 meta: Mapping[str, Any] | None = None) -> None:
+                 meta: Mapping[str, Any] | None = None, ordered: bool = False) -> None:
         from . import _text
         _text(name, "name")
         _text(time_unit, "time_unit")
+        if not isinstance(ordered, bool):
+            raise TypeError("ordered: expected a bool, got %s" % type(ordered).__name__)
         doc: dict[str, Any] = {"format": "remat-join-2", "name": name, "time_unit": time_unit,
-                               "branches": [dict(b) for b in branches], "turn": dict(turn)}
+                               "branches": [dict(b) for b in branches], "turn": dict(turn),
+                               "ordered": ordered}
         self._adopt(self._parse(json.dumps(doc), "<python>"), meta)
 
     @staticmethod
@@ -346,7 +352,7 @@ class JoinProblem:
             doc = json.loads(text)
         except ValueError:
             doc = {}
-        known = {"format", "name", "time_unit", "branches", "turn"}
+        known = {"format", "name", "time_unit", "branches", "turn", "ordered"}
         self._adopt(ptr, {k: v for k, v in doc.items() if k not in known}
                     if isinstance(doc, dict) else {})
         return self
@@ -384,6 +390,11 @@ class JoinProblem:
     @property
     def k(self) -> int:
         return int(self._ptr.contents.k)
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the branches run in order (see the class docstring)."""
+        return bool(self._ptr.contents.ordered)
 
     @property
     def branches(self) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ typedef struct remat__hjoin_net {
     remat_chain *c[REMAT_HJOIN_MAX_BRANCHES];
     uint32_t n[REMAT_HJOIN_MAX_BRANCHES]; /* stages of branch j: c[j]->n - 1 */
     remat_stage turn;
+    int ordered; /* the branches run in order (remat_hjoin.ordered) */
 } remat__hjoin_net;
 
 /* Checks j the way remat_hjoin_create() does (`who` heads the messages) and
@@ -33,6 +34,7 @@ typedef struct remat__hjoin_state {
     remat__sim_state b[REMAT_HJOIN_MAX_BRANCHES];
     uint64_t mem; /* bytes held, over all branches */
     int turned;
+    uint32_t at; /* ordered networks: the highest branch that ran an op (0-based) */
 } remat__hjoin_state;
 
 /* The start: every a[j.0]. Free with remat__hjoin_state_free. */

@@ -114,6 +114,7 @@ remat_status remat__hjoin_net_init(remat__hjoin_net *net, const remat_hjoin *j, 
     net->turn = j->turn;
     net->turn.n_options = 0; /* the turn's Fall and B are one op: no partial saves */
     net->turn.options = NULL;
+    net->ordered = j->ordered != 0;
     uint64_t total = sat_add(sat_add(j->turn.saved_bytes, j->turn.fwd_overhead),
                              j->turn.bwd_overhead);
     double time = j->turn.fwd_time + j->turn.bwd_time;
@@ -163,6 +164,7 @@ static remat_status from_net(const remat__hjoin_net *net, const char *name, cons
     remat__strlcpy(j->time_unit, unit ? unit : "", sizeof j->time_unit);
     j->k = net->k;
     j->turn = net->turn;
+    j->ordered = net->ordered;
     for (size_t b = 0; b < net->k; b++) {
         const remat_chain *c = net->c[b];
         remat_hjoin_branch *br = &j->branches[b];
@@ -205,6 +207,10 @@ remat_status remat_hjoin_create(const char *name, const char *time_unit, size_t 
     if (st == REMAT_OK) st = from_net(&net, name, time_unit, out, err);
     remat__hjoin_net_free(&net);
     return st;
+}
+
+void remat_hjoin_set_ordered(remat_hjoin *j, int ordered) {
+    if (j) j->ordered = ordered != 0;
 }
 
 /* ---- the "remat-join-2" document ---- */
@@ -320,8 +326,9 @@ static remat_status read_turn(const remat__jdoc *d, const cJSON *v, remat_stage 
     return REMAT_OK;
 }
 
-enum { T_NAME, T_UNIT, T_BRANCHES, T_TURN, T_COUNT };
-static const char *const top_keys[T_COUNT] = {"name", "time_unit", "branches", "turn"};
+enum { T_NAME, T_UNIT, T_BRANCHES, T_TURN, T_ORDERED, T_COUNT };
+static const char *const top_keys[T_COUNT] = {"name", "time_unit", "branches", "turn",
+                                              "ordered"};
 
 /* The fields of a parsed document into j (stage tables malloc'd); the tree
  * is freed here. */
@@ -338,6 +345,13 @@ static remat_status fields_of(remat__jdoc *d, remat_hjoin *j) {
             break;
         case T_BRANCHES: s = read_branches(d, m, j); break;
         case T_TURN: s = read_turn(d, m, &j->turn); break;
+        case T_ORDERED:
+            if (!cJSON_IsBool(m))
+                s = remat__fail(d->err, REMAT_E_INPUT, "%s: ordered: expected true or false, "
+                                "got %s", d->src, remat__json_type_name(m));
+            else
+                j->ordered = cJSON_IsTrue(m);
+            break;
         default: break;
         }
         if (s != REMAT_OK) break;
@@ -441,6 +455,7 @@ remat_status remat_hjoin_to_json(const remat_hjoin *j, char **out, remat_error *
         remat__buf_printf(&b, "    ]}%s\n", k + 1 < j->k ? "," : "");
     }
     remat__buf_printf(&b, "  ],\n");
+    if (j->ordered) remat__buf_printf(&b, "  \"ordered\": true,\n");
     put_turn(&b, &j->turn);
     remat__buf_printf(&b, "}\n");
     return remat__buf_finish(&b, out, err);

@@ -42,6 +42,7 @@ void remat__hjoin_state_copy(const remat__hjoin_net *net, remat__hjoin_state *ds
     }
     dst->mem = src->mem;
     dst->turned = src->turned;
+    dst->at = src->at;
 }
 
 static int apply_turn(const remat__hjoin_net *net, remat__hjoin_state *st, uint64_t *during,
@@ -74,6 +75,24 @@ static int apply_turn(const remat__hjoin_net *net, remat__hjoin_state *st, uint6
     return 1;
 }
 
+/* Ordered networks: before T, no op of a branch below one that has run;
+ * after T, none of a branch while a later one has B's left. */
+static int in_order(const remat__hjoin_net *net, const remat__hjoin_state *st, size_t b,
+                    char *reason, size_t cap) {
+    if (!st->turned && b < st->at) {
+        snprintf(reason, cap, "branch %zu after branch %u: the branches run in order (the "
+                 "network is ordered)", b + 1, (unsigned)st->at + 1);
+        return 0;
+    }
+    for (size_t q = b + 1; st->turned && q < net->k; q++)
+        if (st->b[q].next_b != 0) {
+            snprintf(reason, cap, "branch %zu before branch %zu is back-propagated: the "
+                     "branches run in order (the network is ordered)", b + 1, q + 1);
+            return 0;
+        }
+    return 1;
+}
+
 int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, remat_hjoin_op op,
                        uint64_t *during, double *time, char *reason, size_t cap) {
     *during = st->mem;
@@ -88,6 +107,7 @@ int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, rema
         return 0;
     }
     size_t b = op.branch - 1u;
+    if (net->ordered && !in_order(net, st, b, reason, cap)) return 0;
     if (op.index < 1 || op.index > net->n[b]) {
         snprintf(reason, cap, "stage %u is not in 1..%u of branch %zu", (unsigned)op.index,
                  (unsigned)net->n[b], b + 1);
@@ -103,6 +123,7 @@ int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, rema
     }
     *during = st->mem - before + local;
     st->mem = st->mem - before + s->mem;
+    if (net->ordered) st->at = (uint32_t)b;
     return 1;
 }
 

@@ -120,12 +120,15 @@ static size_t max_choices(const hj_ctx *x) {
     return n;
 }
 
-/* The choices at st (id), in a fixed order: by branch, Fall by save, then s'. */
+/* The choices at st (id), in a fixed order: by branch, Fall by save, then s'.
+ * An ordered network cuts only its first unfinished branch: the forward runs
+ * the branches in order, and the backward, last in first out, in reverse. */
 static size_t choices(const hj_ctx *x, size_t id, const hj_state *st, hj_choice *out) {
     size_t n = 0;
     for (uint32_t m = 0; m < x->k; m++) {
         uint32_t s = st->s[m];
         if (s > x->L[m]) continue;
+        if (x->net->ordered && n > 0) break;
         uint64_t start = st->p[m] ? 0 : x->a[m][s - 1]; /* the start inside the budget */
         uint64_t others = st->D - x->d[m][s - 1];
         for (uint32_t q = x->so[m][s]; q < x->so[m][s + 1]; q++) {

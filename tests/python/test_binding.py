@@ -271,6 +271,22 @@ class JoinBindingTest(unittest.TestCase):
         sol = j.solve(j.min_memory(slots=0), slots=0)
         self.assertTrue(j.simulate(sol).valid)
 
+    def test_ordered(self):
+        j = small_join()
+        self.assertFalse(j.ordered)
+        o = remat.JoinProblem(j.branches, j.turn, ordered=True)
+        self.assertTrue(o.ordered)
+        self.assertTrue(remat.JoinProblem.from_json(o.to_json()).ordered)
+        bad = remat.JoinSchedule.from_ops(["Fall 2.1", "Fall 1.1", "Fall 1.2", "T", "B 2.1",
+                                           "B 1.2", "B 1.1"])
+        self.assertTrue(j.simulate(bad).valid)
+        r = o.simulate(bad)
+        self.assertFalse(r.valid)
+        self.assertIn("in order", r.reason)
+        s = o.solve(o.min_memory(slots=0), slots=0)
+        self.assertTrue(o.simulate(s).valid)
+        self.assertLessEqual(j.min_memory(slots=0), o.min_memory(slots=0))
+
     def test_example_two_towers_beat_the_flat_chain(self):
         root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "join")
         j = remat.JoinProblem.load(os.path.join(root, "clip-like.json"))
