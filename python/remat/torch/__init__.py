@@ -7,6 +7,7 @@
 
 See docs/python.md; docs/architecture.md says which file does what.
 """
+from . import _join  # noqa: F401  (registers the join of towers with _prepare.SHAPES)
 from ._api import InputChanged, RematModule, checkpoint, profile
 from ._executor import RematRuntimeError
 from ._memory import PeakMeter, measure_peak

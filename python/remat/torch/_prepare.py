@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -44,12 +44,28 @@ class Prepared(Budget):
         return self.program.forward(model, self.plan, self.link, args, kwargs)
 
 
+# Other shapes of model than a chain, each tried on the captured program
+# before it is profiled as a chain: (program, model, args, kwargs, cfg, why,
+# progress) -> (a prepared entry or None, a note on why for the report).
+# remat.torch._join registers the join of several towers (it imports this
+# module, so it is called through this list).
+Shape = Callable[[AnyProgram, nn.Module, Args, Kwargs, Config, str, Progress],
+                 Tuple[Optional["Prepared"], str]]
+SHAPES: List[Shape] = []
+
+
 def prepare(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config) -> Prepared:
     """Capture, profile (or load the cached profile) and solve for one input.
     Capture runs under the caller's autocast state, as the step will."""
     progress = Progress("profiling", cfg.progress)
     program, why, export_log = capture(model, args, kwargs, cfg)
     progress.note("%s path: %s" % (program.path, why))
+    for shape in SHAPES:
+        found, note = shape(program, model, args, kwargs, cfg, why, progress)
+        if found is not None:
+            progress.close()
+            return found
+        why += note
     if cfg.compile:
         _compile(program)
     chain, held, cache, cached = profiled(program, model, args, kwargs, cfg, progress)
