@@ -43,6 +43,10 @@ double remat__parallel_seconds(const remat_solve_options *o, double one_core_sec
 /* Reports progress through o->progress, if any (done clamped to [0, 1]). */
 void remat__progress(const remat_solve_options *o, double done, const char *what);
 
+/* optimal_ctx.c: the slot of limit mem with `slots` slots (1: exact bytes),
+ * the unit optimal's tables count in (tests, the join solver). */
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
+
 /* optimal_table.c, for the join solver (hjoin.c): the table C(s, e, m) of one
  * chain with sizes in slot `unit` (a power of two, rounded up), for every
  * budget m up to `budget` (rows s >= 2 up to budget - a[s-1]). time is
