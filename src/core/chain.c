@@ -1,5 +1,6 @@
 /* The chain model: creation, validation and size accessors. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -38,9 +39,26 @@ static remat_status check_bytes(uint64_t v, const char *src, size_t i, const cha
     return REMAT_OK;
 }
 
+/* A name as the writer will put it in JSON: NUL-terminated within
+ * REMAT_NAME_MAX bytes (never cut short) and valid UTF-8. */
+static remat_status check_name(const char *name, const char *src, const char *field,
+                               remat_error *err) {
+    REMAT__RETURN_IF(!memchr(name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
+                     "%s: %s: longer than the limit of %d bytes", src, field,
+                     REMAT_NAME_MAX - 1);
+    size_t bad = remat__utf8_invalid_at(name);
+    REMAT__RETURN_IF(bad != SIZE_MAX, err, REMAT_E_INPUT,
+                     "%s: %s: not valid UTF-8 (byte %zu is 0x%02X)", src, field, bad,
+                     (unsigned)(unsigned char)name[bad]);
+    return REMAT_OK;
+}
+
 /* Validates one stage (index i counts from 0, as in the JSON array). */
 remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t i,
                                    remat_error *err) {
+    char field[48];
+    snprintf(field, sizeof field, "stages[%zu].name", i);
+    REMAT__FORWARD(check_name(s->name, src, field, err));
     REMAT__FORWARD(check_time(s->fwd_time, src, i, "fwd_time", err));
     REMAT__FORWARD(check_time(s->bwd_time, src, i, "bwd_time", err));
     REMAT__FORWARD(check_bytes(s->out_bytes, src, i, "out_bytes", err));
@@ -87,10 +105,15 @@ static remat_status check_chain(const char *src, uint64_t input_bytes, uint64_t 
         REMAT__FORWARD(remat__stage_validate(&stages[i], src, i, err));
         total += stages[i].fwd_time + stages[i].bwd_time;
     }
-    /* Each time is finite, but their sum may not be: then no time computed
-     * from this chain could be written or compared. */
-    REMAT__RETURN_IF(!isfinite(total), err, REMAT_E_INPUT,
-                     "%s: stages: the times add up to more than the largest finite number", src);
+    /* Each time is finite, but a schedule's sum may not be: a solver may run
+     * each forward up to n times (the quadratic plan), so every time a
+     * schedule can take is at most n x total. Half the largest double leaves
+     * room for rounding in any order of summation. */
+    REMAT__RETURN_IF(!(total * (double)n <= REMAT__MAX_CHAIN_TIME), err, REMAT_E_INPUT,
+                     "%s: stages: the times (fwd_time + bwd_time) add up to %g; times %zu "
+                     "stages (a schedule may run each forward that often) that passes %g, half "
+                     "the largest double",
+                     src, total, n, REMAT__MAX_CHAIN_TIME);
     REMAT__RETURN_IF(!total_fits(input_bytes, input_grad_bytes, stages, n), err, REMAT_E_INPUT,
                      "%s: stages: the sizes add up to 2^62 bytes or more", src);
     return REMAT_OK;
@@ -107,6 +130,7 @@ remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_
     for (size_t i = 0; i < c->n; i++)
         REMAT__RETURN_IF(!memchr(c->stages[i].name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
                          "%s: stages[%zu].name is not terminated", who, i);
+    REMAT__FORWARD(check_name(c->name, who, "name", err));
     REMAT__FORWARD(check_chain(who, c->input_bytes, c->input_grad_bytes, c->stages, c->n, err));
     REMAT__RETURN_IF(c->stages[c->n - 1].grad_bytes != 0, err, REMAT_E_INPUT,
                      "%s: stages[%zu].grad_bytes: the loss' gradient (the seed) must be 0", who,
@@ -131,14 +155,20 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
                                 uint64_t input_grad_bytes, remat_stage *stages, size_t n,
                                 remat_chain **out, remat_error *err) {
     *out = NULL;
-    remat_status s = check_chain(src, input_bytes, input_grad_bytes, stages, n, err);
+    /* the name is copied into c->name: refused, never cut short */
+    remat_status s = !name || strlen(name) < REMAT_NAME_MAX
+                         ? REMAT_OK
+                         : remat__fail(err, REMAT_E_INPUT,
+                                       "%s: name: %zu bytes long, more than the limit of %d", src,
+                                       strlen(name), REMAT_NAME_MAX - 1);
+    if (s == REMAT_OK && name) s = check_name(name, src, "name", err);
+    if (s == REMAT_OK) s = check_chain(src, input_bytes, input_grad_bytes, stages, n, err);
     remat_chain *c = s == REMAT_OK ? calloc(1, sizeof *c) : NULL;
     if (s == REMAT_OK && !c) s = remat__fail(err, REMAT_E_NOMEM, "chain: out of memory");
     if (s != REMAT_OK) {
         free(stages);
         return s;
     }
-    for (size_t i = 0; i < n; i++) stages[i].name[REMAT_NAME_MAX - 1] = '\0';
     stages[n - 1].grad_bytes = 0; /* the seed d[n] counts 0 */
     remat__strlcpy(c->name, name ? name : "", sizeof c->name);
     remat__strlcpy(c->time_unit, "", sizeof c->time_unit);

@@ -221,7 +221,7 @@ remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, do
     REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
     remat_solve_options o;
     remat_solve_options_init(&o);
-    o.memory = REMAT_MAX_BYTES - 1;
+    o.memory = UINT64_MAX; /* a cost, not a solve: no limit (the peak is < 2^62) */
     remat_schedule *s = NULL;
     REMAT__FORWARD(remat__solve_store_all(c, &o, &s, err));
     if (peak_bytes) *peak_bytes = s->peak_bytes;
@@ -259,8 +259,9 @@ static remat_status min_memory_exact(const remat_chain *c, const remat_solve_opt
 static remat_status min_memory_search(const remat_chain *c, const remat_solve_options *o,
                                       uint64_t tol, uint64_t *out, double *time,
                                       remat_error *err) {
-    uint64_t hi;
+    uint64_t hi, top = REMAT_MAX_BYTES - 1; /* no limit above it is accepted */
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
+    if (hi > top) hi = top;
     uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
     if (lo > 0) lo--;
     double steps = 2 + log2((double)(hi > lo ? hi - lo : 1) / (double)(tol ? tol : 1));
@@ -272,9 +273,10 @@ static remat_status min_memory_search(const remat_chain *c, const remat_solve_op
     /* Discretized solvers may need a little more than the store-all peak. */
     while (!feasible_at(c, o, hi, &t, &hard, err)) {
         if (hard != REMAT_OK) return hard;
-        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
-                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
-        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
+        REMAT__RETURN_IF(hi == top, err, REMAT_E_INFEASIBLE,
+                         "%s finds no schedule at any memory below 2^53 bytes",
+                         remat_algorithm_name(o->algorithm));
+        hi = hi > top / 2 ? top : hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
     }
     /* invariant: lo infeasible (or below any need), hi feasible with time t */
     for (double k = 0; hi - lo > (tol ? tol : 1); k++) {
@@ -302,9 +304,20 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(remat__chain_validate(c, "remat_min_memory", err));
     REMAT__FORWARD(check_options(o, err));
-    if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
-    if (o->algorithm == REMAT_ALG_EXACT) return min_memory_exact(c, o, out, err);
-    return min_memory_search(c, o, 1, out, NULL, err);
+    remat_status st;
+    if (o->algorithm == REMAT_ALG_OPTIMAL) st = remat__min_memory_optimal(c, o, out, err);
+    else if (o->algorithm == REMAT_ALG_EXACT) st = min_memory_exact(c, o, out, err);
+    else st = min_memory_search(c, o, 1, out, NULL, err);
+    /* A valid chain may need more than any limit remat accepts. */
+    if (st == REMAT_OK && *out >= REMAT_MAX_BYTES) {
+        uint64_t need = *out;
+        *out = 0;
+        st = remat__fail(err, REMAT_E_INFEASIBLE,
+                         "%s: no limit below 2^53 bytes fits; it needs %llu bytes",
+                         remat_algorithm_name(o->algorithm), (unsigned long long)need);
+        err->min_memory = need;
+    }
+    return st;
 }
 
 remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, remat_schedule **out,
@@ -329,7 +342,9 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
         uint64_t m = 0;
         char keep[REMAT_MESSAGE_MAX];
         remat__strlcpy(keep, err->message, sizeof keep);
-        if (remat_min_memory(c, o, &m, &e2) == REMAT_OK) err->min_memory = m;
+        remat_status ms = remat_min_memory(c, o, &m, &e2);
+        if (ms == REMAT_OK) err->min_memory = m;
+        if (ms == REMAT_E_INFEASIBLE) err->min_memory = e2.min_memory; /* 2^53 or more */
         remat__strlcpy(err->message, keep, sizeof err->message);
         err->status = REMAT_E_INFEASIBLE;
     }

@@ -140,11 +140,11 @@ int cli_report_infeasible(const remat_error *e, const remat_solve_options *o) {
     char need[32];
     if (e->min_memory) {
         cli_human_bytes(e->min_memory, need);
-        fprintf(stderr, "remat: %s: no schedule fits in %llu bytes; it needs at least %llu bytes (%s)\n",
-                remat_algorithm_name(o->algorithm), (unsigned long long)o->memory,
-                (unsigned long long)e->min_memory, need);
+        cli_line("%s: no schedule fits in %llu bytes; it needs at least %llu bytes (%s)",
+                 remat_algorithm_name(o->algorithm), (unsigned long long)o->memory,
+                 (unsigned long long)e->min_memory, need);
     } else {
-        fprintf(stderr, "remat: %s\n", e->message);
+        cli_line("%s", e->message);
     }
     return CLI_INFEASIBLE;
 }
