@@ -7,6 +7,9 @@
  * - the smallest memory (remat info) of a random 5000-stage chain: <= 2 s;
  * - a solve of a random 2000-stage chain at S = 500, half its peak: <= 30 s,
  *   or a refusal in <= 1 s;
+ * - a solve by every algorithm (revolve also with 1-byte buckets) of random
+ *   2000- and 5000-stage chains at half their peak: <= 60 s, or a refusal
+ *   in <= 1 s (issue 23);
  * - the curve of every algorithm on examples/resnet101-b16-500.json, with the
  *   default points and with 1000000 points: <= 60 s (or a refusal). */
 #include <math.h>
@@ -28,7 +31,38 @@ static double now(void) {
 static const char *verdict(remat_status st, double secs, double limit, double refuse_limit) {
     if (st == REMAT_OK) return secs <= limit ? "met" : "MISSED";
     if (st == REMAT_E_TOO_LARGE) return secs <= refuse_limit ? "met (refused)" : "MISSED (slow refusal)";
+    if (st == REMAT_E_INFEASIBLE) return secs <= refuse_limit ? "met (infeasible)" : "MISSED (slow answer)";
     return "error";
+}
+
+/* Every algorithm on one long random chain at half its peak, default
+ * options (a 12 GB/s link for the offload ones); revolve also with 1-byte
+ * buckets, the issue-23 case that once ran for minutes. */
+static void every_algorithm(size_t L) {
+    remat_chain *c = random_chain(L, 7 * L);
+    uint64_t peak = 0;
+    remat_store_all_cost(c, &peak, NULL, NULL);
+    for (int a = 0; a <= REMAT_ALG_COUNT_; a++) {
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = a < REMAT_ALG_COUNT_ ? (remat_algorithm)a : REMAT_ALG_REVOLVE;
+        if (a == REMAT_ALG_COUNT_) o.bucket_bytes = 1;
+        o.memory = peak / 2;
+        o.bandwidth = 12e9 * 1e-3; /* 12 GB/s in bytes per ms */
+        remat_schedule *s = NULL;
+        remat_error e;
+        double t0 = now();
+        remat_status st = remat_solve(c, &o, &s, &e);
+        double t = now() - t0;
+        printf("| solve %s%s, random %zu stages, half the peak | %s | %.2f | <= 60 s or "
+               "answered in <= 1 s | %s |\n",
+               remat_algorithm_name(o.algorithm), o.bucket_bytes ? " --bucket 1" : "", L + 1,
+               remat_status_name(st), t, verdict(st, t, 60, 1));
+        if (st != REMAT_OK) printf("|   (%.200s) | | | | |\n", e.message);
+        remat_schedule_free(s);
+        fflush(stdout);
+    }
+    remat_chain_free(c);
 }
 
 int main(int argc, char **argv) {
@@ -65,6 +99,9 @@ int main(int argc, char **argv) {
     if (st == REMAT_E_TOO_LARGE) printf("|   (%s) | | | | |\n", e.message);
     remat_schedule_free(s);
     remat_chain_free(c);
+
+    every_algorithm(1999);
+    every_algorithm(4999);
 
     c = NULL;
     if (remat_chain_load("examples/resnet101-b16-500.json", &c, &e) != REMAT_OK) {

@@ -152,7 +152,7 @@ static double solve_estimate(const remat_chain *c, const remat_solve_options *o)
     double pofo = 2.3e-3 * pow(n, 1.77) * pow(values / 50, 1.1);
     switch (o->algorithm) {
     case REMAT_ALG_OPTIMAL: return optimal;
-    case REMAT_ALG_REVOLVE: return n * n / 2 * (n / 3) * 500 * 3e-10;
+    case REMAT_ALG_REVOLVE: return remat__revolve_estimate(c, o);
     case REMAT_ALG_POFO: return pofo + optimal;
     case REMAT_ALG_OFFLOAD_ONLY: return pofo / 20;
     case REMAT_ALG_OPPORTUNIST: return 1e-5 * n * n;
@@ -259,6 +259,15 @@ static remat_status min_memory_exact(const remat_chain *c, const remat_solve_opt
 static remat_status min_memory_search(const remat_chain *c, const remat_solve_options *o,
                                       uint64_t tol, uint64_t *out, double *time,
                                       remat_error *err) {
+    if (o->algorithm == REMAT_ALG_REVOLVE) { /* its bounds give it: no solves to bisect */
+        REMAT__FORWARD(remat__min_memory_revolve(c, o, out, err));
+        remat_status hard = REMAT_OK;
+        if (!time || feasible_at(c, o, *out, time, &hard, err)) return REMAT_OK;
+        return hard != REMAT_OK ? hard
+                                : remat__fail(err, REMAT_E_INTERNAL,
+                                              "revolve: no schedule at its smallest memory %llu",
+                                              (unsigned long long)*out);
+    }
     uint64_t hi, top = REMAT_MAX_BYTES - 1; /* no limit above it is accepted */
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
     if (hi > top) hi = top;
