@@ -699,6 +699,7 @@ static uint64_t least_memory(rv_solver *s, uint64_t fixed_bucket, uint64_t memor
     if (fixed_bucket) {
         s->bucket = fixed_bucket;
         s->M = RV_INF - 1;
+        for (size_t k = 0; k <= s->n; k++) s->ab[k] = to_buckets(s->pc->a[k], fixed_bucket);
         compute_bounds(s);
         int64_t lo = pair_at(s, 0, s->n)->lo;
         if (lo >= RV_INF || (uint64_t)lo > (REMAT_MAX_BYTES - 1 - a0) / fixed_bucket) return 0;
