@@ -313,9 +313,14 @@ static int calibrate(void) {
     printf("| stages | memory | bucket | actions M | bounds s | ns / action | cells G | "
            "DP s | ns / cell | estimated cells / cells | estimate s | measured s |\n");
     printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-    static const size_t sizes[] = {100, 200, 400};
+    static const size_t sizes[] = {100, 200, 400, 0};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        remat_chain *c = cal_chain(sizes[k], 7 + k);
+        /* the last: the thesis' DenseNet, long rows at its 8 GiB */
+        remat_chain *c = NULL;
+        if (sizes[k])
+            c = cal_chain(sizes[k], 7 + k);
+        else if (remat_chain_load("examples/densenet121-thesis.json", &c, NULL) != REMAT_OK)
+            break;
         uint64_t peak = 0;
         if (!c || remat_store_all_cost(c, &peak, NULL, NULL) != REMAT_OK) return 1;
         for (int v = 0; v < 3; v++) {
@@ -326,6 +331,10 @@ static int calibrate(void) {
             o.max_seconds = 1e9; /* a limit, so that the estimate is made */
             o.memory = v == 2 ? peak / 5 : peak / 2;
             o.bucket_bytes = v == 1 ? o.memory / 2000 : 0;
+            if (!sizes[k]) { /* bench_revolve's main rows: 8 GiB, 1 and 5 MiB buckets */
+                o.memory = (uint64_t)8 << 30;
+                o.bucket_bytes = (uint64_t)(v == 0 ? 1 : v == 1 ? 5 : 25) << 20;
+            }
             remat__revolve_stats st;
             remat_schedule *s = NULL;
             remat_error e;
@@ -338,14 +347,16 @@ static int calibrate(void) {
                        v == 2 ? "peak/5" : "peak/2", e.message);
                 continue;
             }
-            double est_s = st.estimate_bounds + st.estimate_cells * 3e-10;
+            const char *mem = !sizes[k] ? "8 GiB" : v == 2 ? "peak/5" : "peak/2";
+            char bk[32];
+            snprintf(bk, sizeof bk, "%s", v == 1 ? "memory/2000" : "default");
+            if (!sizes[k]) snprintf(bk, sizeof bk, "%llu MiB", (unsigned long long)(o.bucket_bytes >> 20));
             printf("| %zu | %s | %s | %.1f | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f | %.2f | "
                    "%.2f |\n",
-                   c->n, v == 2 ? "peak/5" : "peak/2", v == 1 ? "memory/2000" : "default",
-                   (double)st.bound_actions / 1e6, st.bounds_seconds,
+                   c->n, mem, bk, (double)st.bound_actions / 1e6, st.bounds_seconds,
                    1e9 * st.bounds_seconds / (double)st.bound_actions, (double)st.cells / 1e9,
                    st.dp_seconds, st.cells ? 1e9 * st.dp_seconds / (double)st.cells : 0.0,
-                   st.cells ? st.estimate_cells / (double)st.cells : 0.0, est_s, dt);
+                   st.cells ? st.estimate_cells / (double)st.cells : 0.0, st.estimate_seconds, dt);
             fflush(stdout);
         }
         remat_chain_free(c);

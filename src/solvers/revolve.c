@@ -220,10 +220,11 @@ static void compute_bounds(rv_solver *s) {
 
 /* ---- the estimate, before anything of size n^2 is allocated ---- */
 
-/* One core's seconds per action compute_bounds tries and per DP cell
- * (calibrated with bench_revolve --calibrate, docs/bounded.md). */
-#define RV_SEC_PER_ACTION 9e-9
-#define RV_SEC_PER_CELL 3e-10
+/* One core's seconds per action compute_bounds tries and per DP cell, on a
+ * quiet core of the development machine (bench_revolve --calibrate,
+ * docs/bounded.md; a loaded one measures up to twice that). */
+#define RV_SEC_PER_ACTION 6e-9
+#define RV_SEC_PER_CELL 6e-10
 
 /* Actions compute_bounds tries at most: j - i - 1 for every pair,
  * (n^3 - n) / 6 in all. */
@@ -784,6 +785,7 @@ static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_cost
     REMAT__FORWARD(check_estimate(s->pc, bucket, o, &est, err));
     stats->estimate_bounds = est.bounds;
     stats->estimate_cells = est.dp / RV_SEC_PER_CELL;
+    stats->estimate_seconds = est.bounds + est.dp;
     REMAT__FORWARD(alloc_pairs(s, o, &budget, err));
     double t0 = cpu_seconds();
     int fits = bounds_fit(s, bucket, o->memory);

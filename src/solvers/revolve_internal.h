@@ -22,6 +22,7 @@ typedef struct remat__revolve_stats {
     double dp_seconds;      /* the DP fill */
     double estimate_bounds; /* the estimate of the bounds, one core's seconds */
     double estimate_cells;  /* the estimate's upper bound on `cells` */
+    double estimate_seconds; /* the whole estimate, one core's seconds */
 } remat__revolve_stats;
 
 /* remat__solve_revolve, also filling *stats (may be NULL; zeroed first, then
