@@ -49,7 +49,7 @@ int cmd_info(int argc, char **argv) {
     if (rc || !c) return rc;
     uint64_t peak = 0, minmem = 0, acts = c->input_bytes;
     double time = 0;
-    remat_error e, me;
+    remat_error e, me = {0};
     remat_status st = remat_store_all_cost(c, &peak, &time, &e), mst = REMAT_OK;
     if (st == REMAT_OK) {
         cli_progress_start(&co.progress, &co.solve);
