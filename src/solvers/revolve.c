@@ -225,6 +225,17 @@ static void compute_bounds(rv_solver *s) {
  * docs/bounded.md; a loaded one measures up to twice that). */
 #define RV_SEC_PER_ACTION 6e-9
 #define RV_SEC_PER_CELL 6e-10
+/* ... and per action the DP looks at in a chunk of a row: it weighs every k
+ * of (i, j) once per chunk, which dominates on short rows. */
+#define RV_SEC_PER_DP_ACTION 1e-8
+
+/* One core's seconds of the DP over its rows: a row of len budgets of (i, j)
+ * takes (j - i) cells per budget and j - i - 1 actions per chunk. */
+static double dp_row_seconds(size_t len, size_t span) {
+    double chunks = (double)((len + RV_CHUNK - 1) / RV_CHUNK);
+    return (double)len * (double)span * RV_SEC_PER_CELL +
+           chunks * (double)(span - 1) * RV_SEC_PER_DP_ACTION;
+}
 
 /* Actions compute_bounds tries at most: j - i - 1 for every pair,
  * (n^3 - n) / 6 in all. */
@@ -233,14 +244,16 @@ static double bound_actions(size_t n) {
     return (x * x * x - x) / 6;
 }
 
-/* An upper bound on the DP cells check_time counts, in O(n^2) time and O(n)
- * memory (hi[2][n+1]): row (i, j) ends at most at min(M, max(all, quad_b))
+/* An upper bound on the DP's seconds (dp_row_seconds over its rows) and
+ * cells (*cells), in O(n^2) time and O(n) memory (hi[2][n+1]): row (i, j)
+ * ends at most at min(M, max(all, quad_b))
  * (quad_b >= lo; `all` as compute_bounds has it, from these upper ends) and
  * starts at least at the need of "Fall t, B t" for every t in (i, j] and at
  * that of the first forward, which every plan of (i, j) runs. */
-static double dp_cells_bound(const rv_costs *m, uint64_t bucket, int64_t M, const int64_t *ab,
-                             int64_t *hi[2]) {
-    double cells = 0;
+static double dp_bound(const rv_costs *m, uint64_t bucket, int64_t M, const int64_t *ab,
+                       int64_t *hi[2], double *cells) {
+    double secs = 0;
+    *cells = 0;
     for (size_t i = m->n; i-- > 0;) {
         int64_t *cur = hi[i % 2];
         const int64_t *next = hi[(i + 1) % 2]; /* (i + 1, j) */
@@ -263,23 +276,26 @@ static double dp_cells_bound(const rv_costs *m, uint64_t bucket, int64_t M, cons
             int64_t all = max_i64(max_i64(first, sat_add(ab[i + 1], next[j])), cur[i + 1]);
             int64_t top = min_i64(max_i64(all, quad), M), lo = max_i64(back, first);
             cur[j] = top;
-            if (top >= lo) cells += (double)(top - lo + 1) * (double)(j - i);
+            if (top < lo) continue;
+            *cells += (double)(top - lo + 1) * (double)(j - i);
+            secs += dp_row_seconds((size_t)(top - lo + 1), j - i);
         }
     }
-    return cells;
+    return secs;
 }
 
 typedef struct rv_estimate {
     double bounds, dp; /* one core's seconds */
+    double cells;      /* the DP's cells, at most */
 } rv_estimate;
 
 /* The work of one solve at `memory` with `bucket`: the bounds from their
- * action count, the DP from dp_cells_bound (skipped, left 0, when the
- * bounds alone pass `limit` seconds). 0 on success, -1 when out of memory. */
+ * action count, the DP from dp_bound (skipped, left 0, when the bounds alone
+ * pass `limit` seconds). 0 on success, -1 when out of memory. */
 static int estimate_work(const rv_costs *m, uint64_t bucket, uint64_t memory, double limit,
                          rv_estimate *out) {
     out->bounds = bound_actions(m->n) * RV_SEC_PER_ACTION;
-    out->dp = 0;
+    out->dp = out->cells = 0;
     if (out->bounds > limit) return 0;
     size_t n1 = m->n + 1;
     int64_t *ab = remat__calloc(n1, sizeof *ab), *hi = remat__calloc(2 * n1, sizeof *hi);
@@ -291,7 +307,7 @@ static int estimate_work(const rv_costs *m, uint64_t bucket, uint64_t memory, do
     for (size_t k = 0; k < n1; k++) ab[k] = to_buckets(m->a[k], bucket);
     int64_t M = memory < m->a[0] ? -1 : (int64_t)((memory - m->a[0]) / bucket);
     int64_t *rows[2] = {hi, hi + n1};
-    out->dp = dp_cells_bound(m, bucket, M, ab, rows) * RV_SEC_PER_CELL;
+    out->dp = dp_bound(m, bucket, M, ab, rows, &out->cells);
     free(ab);
     free(hi);
     return 0;
@@ -304,7 +320,7 @@ static uint64_t default_bucket(uint64_t memory);
 static remat_status check_estimate(const rv_costs *m, uint64_t bucket, const remat_solve_options *o,
                                    rv_estimate *est, remat_error *err) {
     double limit = remat__max_seconds(o);
-    rv_estimate w = {0, 0};
+    rv_estimate w = {0, 0, 0};
     *est = w;
     if (isinf(limit)) return REMAT_OK;
     REMAT__RETURN_IF(estimate_work(m, bucket, o->memory, limit, &w) != 0, err, REMAT_E_NOMEM,
@@ -329,7 +345,7 @@ double remat__revolve_estimate(const remat_chain *c, const remat_solve_options *
     if (!memory) remat_store_all_cost(c, &memory, NULL, NULL); /* a sweep's largest */
     if (memory >= REMAT_MAX_BYTES) memory = REMAT_MAX_BYTES - 1;
     uint64_t bucket = o->bucket_bytes ? o->bucket_bytes : default_bucket(memory);
-    rv_estimate w = {INFINITY, 0};
+    rv_estimate w = {INFINITY, 0, 0};
     if (estimate_work(&m, bucket, memory, remat__max_seconds(o), &w) != 0) w.bounds = INFINITY;
     costs_free(&m);
     return w.bounds + w.dp;
@@ -464,10 +480,13 @@ static size_t row_len(const rv_pair *p) { return p->lo > p->hi ? 0 : (size_t)(p-
  * its budgets. */
 static remat_status check_time(const rv_solver *s, const remat_solve_options *o,
                                remat_error *err) {
-    double cells = 0;
+    double secs = 0;
     for (size_t j = 2; j <= s->n; j++)
-        for (size_t i = 0; i + 1 < j; i++) cells += (double)row_len(pair_at(s, i, j)) * (double)(j - i);
-    return remat__check_time(o, remat__parallel_seconds(o, cells * RV_SEC_PER_CELL), "revolve",
+        for (size_t i = 0; i + 1 < j; i++) {
+            size_t len = row_len(pair_at(s, i, j));
+            if (len) secs += dp_row_seconds(len, j - i);
+        }
+    return remat__check_time(o, remat__parallel_seconds(o, secs), "revolve",
                              "use larger buckets (--bucket)", err);
 }
 
@@ -784,7 +803,7 @@ static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_cost
     rv_estimate est;
     REMAT__FORWARD(check_estimate(s->pc, bucket, o, &est, err));
     stats->estimate_bounds = est.bounds;
-    stats->estimate_cells = est.dp / RV_SEC_PER_CELL;
+    stats->estimate_cells = est.cells;
     stats->estimate_seconds = est.bounds + est.dp;
     REMAT__FORWARD(alloc_pairs(s, o, &budget, err));
     double t0 = cpu_seconds();

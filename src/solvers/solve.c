@@ -151,11 +151,17 @@ static double solve_estimate(const remat_chain *c, const remat_solve_options *o)
     double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
     /* pofo: fitted on resnet101 (L = 35, 1.25 s) and resnet1001 (L = 338, 70 s) */
     double pofo = 2.3e-3 * pow(n, 1.77) * pow(values / 50, 1.1);
+    /* offload-only (pofo runs it too): no faster below 50 values, and past
+     * ~150 stages it grows faster than pofo's fit (random chains, issue 23:
+     * 250 stages 4 s, 500 stages 50 s, 2000 past 300 s; docs/bounded.md) */
+    double vo = values > 50 ? values : 50;
+    double offload_only = 2.3e-3 * pow(n, 1.77) * pow(vo / 50, 1.1) / 10 *
+                          (n > 150 ? pow(n / 150, 1.8) : 1);
     switch (o->algorithm) {
     case REMAT_ALG_OPTIMAL: return optimal;
     case REMAT_ALG_REVOLVE: return remat__revolve_estimate(c, o);
-    case REMAT_ALG_POFO: return pofo + optimal;
-    case REMAT_ALG_OFFLOAD_ONLY: return pofo / 20;
+    case REMAT_ALG_POFO: return pofo + offload_only + optimal;
+    case REMAT_ALG_OFFLOAD_ONLY: return offload_only;
     case REMAT_ALG_OPPORTUNIST: return 1e-5 * n * n;
     case REMAT_ALG_AUTOCAPPER: return 40 * optimal + 1e-5 * n * n;
     case REMAT_ALG_EXACT: return 0.1;
