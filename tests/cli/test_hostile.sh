@@ -36,8 +36,13 @@ has "the curve is appended too" "$T/log.txt" '^memory_bytes,'
 ln -s /dev/stdout "$T/out-link"
 run_sh 0 "-o a link to /dev/stdout" "exec $R solve $TINY --memory 2000 -o \"$T/out-link\" >>\"$T/log.txt\""
 if [ -L "$T/out-link" ]; then ok "the link stays a link"; else bad "the link stays a link"; fi
-run_sh 2 "-o /dev/stdout with stdout closed" "exec $R solve $TINY --memory 2000 -o /dev/stdout >&-"
-err_line "closed descriptor: one line" '/dev/stdout: cannot write'
+# /dev/fd/1, not /dev/stdout: a binary with the old bug, run as root, renamed
+# its output over the dangling /dev/stdout link itself
+run_sh 2 "-o /dev/fd/1 with stdout closed" "exec $R solve $TINY --memory 2000 -o /dev/fd/1 >&-"
+err_line "closed descriptor: one line" '/dev/fd/1: cannot write'
+ln -s /dev/fd/1 "$T/fd1-link"
+run_sh 2 "-o a link to /dev/fd/1 with stdout closed" "exec $R solve $TINY --memory 2000 -o \"$T/fd1-link\" >&-"
+if [ -L "$T/fd1-link" ]; then ok "the link is not replaced by a file"; else bad "the link is not replaced by a file"; fi
 run 0 "-o /dev/null" "$REMAT" solve "$D/tiny.json" --memory 2000 -o /dev/null
 mkfifo "$T/fifo"
 cat "$T/fifo" >"$T/from_fifo" &
@@ -146,6 +151,8 @@ err_line "--threads: the range" 'not an integer in 0\.\.1024'
 run 2 "pofo without --bandwidth" "$REMAT" solve "$D/tiny.json" --memory 2000 -a pofo
 err_line "pofo: asks for the link" 'pofo needs --bandwidth B'
 run 0 "pofo --bandwidth 0: no link" "$REMAT" solve "$D/tiny.json" --memory 2000 -a pofo --bandwidth 0
+
+if [ -L /dev/stdout ]; then ok "/dev/stdout is still a link"; else bad "/dev/stdout is still a link"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
