@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import weakref
 from collections.abc import Iterable, Mapping
@@ -50,13 +51,23 @@ StrPath = str | os.PathLike[str]
 # the C field cannot hold exactly (out of its range, a NUL that would cut a C
 # string short) is an InputError, never a silent wrap or truncation.
 
+def _utf8(value: str, what: str) -> bytes:
+    """UTF-8 bytes of a str; a lone surrogate ('\\ud800'), which has none, is
+    an InputError like any other value C cannot take."""
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError("%s: not valid Unicode (a lone surrogate at index %d)"
+                         % (what, e.start)) from None
+
+
 def _text(value: object, what: str) -> bytes:
     """A str as NUL-free UTF-8 bytes for a C string."""
     if not isinstance(value, str):
         raise TypeError("%s: expected a str, got %s" % (what, type(value).__name__))
     if "\0" in value:
         raise InputError("%s: contains a NUL character" % what)
-    return value.encode("utf-8")
+    return _utf8(value, what)
 
 
 def _path(value: object, what: str = "path") -> bytes:
@@ -64,7 +75,11 @@ def _path(value: object, what: str = "path") -> bytes:
     if not isinstance(value, (str, bytes, os.PathLike)):
         raise TypeError("%s: expected a str, bytes or os.PathLike, got %s"
                         % (what, type(value).__name__))
-    data = os.fsencode(value)
+    try:
+        data = os.fsencode(value)
+    except UnicodeEncodeError as e:
+        raise InputError("%s: cannot be encoded for the file system (index %d)"
+                         % (what, e.start)) from None
     if b"\0" in data:
         raise InputError("%s: contains a NUL character" % what)
     return data
@@ -87,6 +102,29 @@ def _real(value: object, what: str) -> float:
         return float(value)
     except OverflowError:
         raise InputError("%s: %d is too large for a double" % (what, value)) from None
+
+
+def _stage_types(stages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stage dicts, each field the binding knows of the right Python type
+    (TypeError otherwise); the values are the C reader's to judge, except
+    numbers JSON cannot write (nan, inf)."""
+    out: list[dict[str, Any]] = []
+    for i, stage in enumerate(stages):
+        if not isinstance(stage, Mapping):
+            raise TypeError("stages[%d]: expected a mapping, got %s" % (i, type(stage).__name__))
+        d = dict(stage)
+        for f in _STAGE_FIELDS:
+            if f not in d:
+                continue
+            what, v = "stages[%d].%s" % (i, f), d[f]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TypeError("%s: expected a number, got %s" % (what, type(v).__name__))
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InputError("%s: not a finite number" % what)
+        if "name" in d:
+            _text(d["name"], "stages[%d].name" % i)
+        out.append(d)
+    return out
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -158,7 +196,7 @@ class Chain:
         _text(time_unit, "time_unit")
         doc: dict[str, Any] = {"format": "remat-chain-1", "name": name, "time_unit": time_unit,
                                "input_bytes": _int(input_bytes, "input_bytes", 0, (1 << 64) - 1),
-                               "stages": [dict(s) for s in stages]}
+                               "stages": _stage_types(stages)}
         if input_grad_bytes is not None:
             doc["input_grad_bytes"] = _int(input_grad_bytes, "input_grad_bytes", 0,
                                            (1 << 64) - 1)
@@ -169,7 +207,7 @@ class Chain:
         ptr = ctypes.POINTER(_lib.ChainStruct)()
         if not isinstance(text, str):
             raise TypeError("chain text: expected a str, got %s" % type(text).__name__)
-        data = text.encode("utf-8")  # a NUL here is JSON's problem: the parser reports it
+        data = _utf8(text, source)  # a NUL here is JSON's problem: the parser reports it
         _call(_lib.lib.remat_chain_from_json, data, len(data), _text(source, "source"),
               ctypes.byref(ptr))
         return ptr
@@ -284,7 +322,7 @@ class Schedule:
         ptr = ctypes.POINTER(_lib.ScheduleStruct)()
         if not isinstance(text, str):
             raise TypeError("schedule text: expected a str, got %s" % type(text).__name__)
-        data = text.encode("utf-8")
+        data = _utf8(text, source)
         _call(_lib.lib.remat_schedule_from_json, data, len(data), _text(source, "source"),
               ctypes.byref(ptr))
         return cls(ptr)

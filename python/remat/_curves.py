@@ -101,6 +101,9 @@ def bandwidth_per_unit(bandwidth: float | int | str, time_unit: str) -> float:
         except ValueError:
             raise InputError('bandwidth: "%s" is not a number >= 0 (bytes per time unit) or '
                              "SIZE/s" % bandwidth) from None
+    elif isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)):
+        raise TypeError("bandwidth: expected a number or a text like '12GB/s', got %s"
+                        % type(bandwidth).__name__)
     else:
         value = float(bandwidth)
     if not (0 <= value <= 1e300):
@@ -224,14 +227,14 @@ class JoinCurve:
 
 
 def _join_problem(problem: PathLike | dict[str, Any]) -> tuple[_JoinProblem, str]:
-    from . import _path, _read_text, _text
+    from . import _path, _read_text, _text, _utf8
     if isinstance(problem, dict):
         text, source = json.dumps(problem), "<python>"
     else:
         source = os.fsdecode(_path(problem))
         text = _read_text(problem)  # capped; RematIOError on file errors
     p = _JoinProblem()
-    data = text.encode("utf-8")
+    data = _utf8(text, source)
     _call(_lib.lib.remat_join_problem_from_json, data, len(data), _text(source, "source"),
           ctypes.byref(p))
     return p, source

@@ -32,6 +32,15 @@ remat_status remat__curve_optimal(const remat_chain *, const remat_solve_options
 remat_status remat__min_memory_optimal(const remat_chain *, const remat_solve_options *, uint64_t *out,
                                        remat_error *);
 
+/* revolve.c: one core's seconds for a revolve solve under o (at the store-all
+ * peak when o->memory is 0, the largest a sweep solves): its O(n^3) bounds
+ * and an O(n^2) upper bound on its DP cells (docs/bounded.md). */
+double remat__revolve_estimate(const remat_chain *c, const remat_solve_options *o);
+/* revolve.c: the smallest limit at which remat__solve_revolve succeeds, from
+ * its bounds alone (no table); refused up front above o's time limit. */
+remat_status remat__min_memory_revolve(const remat_chain *, const remat_solve_options *,
+                                       uint64_t *out, remat_error *);
+
 /* solver_util.c: the time limit. remat__check_time refuses (REMAT_E_TOO_LARGE,
  * naming `what`, the estimate and `hint`) work estimated above o's limit;
  * remat__parallel_seconds turns one core's seconds into wall seconds on
