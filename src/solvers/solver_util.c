@@ -1,6 +1,7 @@
 /* What the solvers share: default options, building schedules and curves,
- * measuring a schedule with the simulator, the time limit and progress. The dispatcher
- * (solve.c) depends on the solvers and the solvers on this file, never back. */
+ * measuring a schedule with the simulator, the time limit and progress.
+ * The dispatcher (solve.c) depends on the solvers and the solvers on this
+ * file, never back. */
 #include <math.h>
 #include <string.h>
 
