@@ -111,12 +111,14 @@ tsan:
 	    || exit 1; done
 
 # Static checks: ruff and mypy --strict on the Python package (pyproject.toml),
-# cppcheck on the library, the CLI and the fuzz targets. No finding is
+# no import circle in it (scripts/check_imports.py), cppcheck on the library,
+# the CLI and the fuzz targets. No finding is
 # allowed; a suppression, if one is ever needed, says why it is a false positive.
 CPPCHECK_SUPPRESS :=
 lint:
 	$(PYTHON) -m ruff check
 	$(PYTHON) -m mypy
+	$(PYTHON) scripts/check_imports.py
 	cppcheck -q --std=c11 --enable=warning,performance,portability --inline-suppr \
 	    --error-exitcode=1 $(CPPCHECK_SUPPRESS) -Iinclude -Isrc -j2 src tools fuzz
 

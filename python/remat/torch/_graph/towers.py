@@ -47,8 +47,9 @@ class Towers:
     why_ordered: str
 
 
-def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node], acts: AbstractSet[fx.Node],
-                facts: Dict[fx.Node, NodeFacts], params: AbstractSet[fx.Node],
+def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
+                acts: AbstractSet[fx.Node], facts: Dict[fx.Node, NodeFacts],
+                params: AbstractSet[fx.Node],
                 placeholder_storages: AbstractSet[StorageKey]) -> Tuple[Optional[Towers], str]:
     """The towers of a graph, or None and why it is one chain. `params`: the
     parameter placeholders; `placeholder_storages`: the storages of all
@@ -65,9 +66,9 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node], acts: 
         group = _groups(calls, anc, acts, split)
         if group is None:
             continue
-        towers = {g for g in group.values() if g != HEAD}
-        head = sum(1 for g in group.values() if g == HEAD)
-        key = (head, -len(towers))
+        n_towers = len({g for g in group.values() if g != HEAD})
+        n_head = sum(1 for g in group.values() if g == HEAD)
+        key = (n_head, -n_towers)
         if best is None or key < best_key:
             best, best_key = group, key
     if best is None:
