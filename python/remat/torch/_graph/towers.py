@@ -148,16 +148,26 @@ def _groups(calls: Sequence[fx.Node], anc: Dict[fx.Node, FrozenSet[int]],
 
 def _assign_free(calls: Sequence[fx.Node], group: Dict[fx.Node, int]) -> str:
     """Puts each node left out by _groups with its readers: in their tower,
-    in the head when only the head reads it. Returns why not, when two towers
-    read it (a value made once for both)."""
+    in the head when only the head reads it; one that only such nodes read
+    (a buffer's updates, an output) with the node before it. Returns why not,
+    when two towers read it (a value made once for both)."""
+    unread: Set[fx.Node] = set()
     for n in reversed(calls):
         if n in group:
             continue
-        readers = {group.get(u, HEAD) for u in n.users if u.op != "output"}
+        readers = {group[u] for u in n.users if u in group}
+        if not readers:
+            unread.add(n)
+            continue
         towers = readers - {HEAD}
         if len(towers) > 1:
             return "two towers read %s, made once for both" % n.name
         group[n] = next(iter(towers)) if towers else HEAD
+    prev = HEAD
+    for n in calls:
+        if n in unread:
+            group[n] = prev
+        prev = group[n]
     return ""
 
 

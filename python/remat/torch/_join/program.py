@@ -148,12 +148,13 @@ class JoinGraphProgram(GraphProgram):
         return self.stages[-1]
 
     def shape(self) -> str:
-        """The report's words: "join of 2 towers: 12 + 14 stages, head ..."."""
-        sizes = " + ".join(str(len(b)) for b in self.branches)
-        names = ", ".join(self.stages[b[0] - 1].name.split(":", 1)[-1] for b in self.branches)
-        text = "join of %d towers (%s): %s stages, head %s (%d nodes)" % (
-            len(self.branches), names, sizes, self.head.name.split(":", 1)[-1],
-            len(self.towers.head))
+        """The report's words: "join of 2 towers: vision_model (pixel_values)
+        13 stages + text_model (input_ids) 11 stages, head of 13 nodes"."""
+        parts = ["%s (%s) %d stages" % (_module_of(nodes), ", ".join(i.name for i in ins),
+                                        len(b))
+                 for nodes, ins, b in zip(self.towers.towers, self.towers.inputs, self.branches)]
+        text = "join of %d towers: %s, head of %d nodes" % (
+            len(self.branches), " + ".join(parts), len(self.towers.head))
         if self.towers.ordered:
             text += "; towers run in the model's order: %s" % self.towers.why_ordered
         return text
@@ -235,6 +236,17 @@ class JoinGraphProgram(GraphProgram):
             if self.stage_of.get(src) == j:
                 with torch.no_grad():
                     feeds[ph].copy_(env[src])
+
+
+def _module_of(nodes: List[fx.Node]) -> str:
+    """The model's child that most of a tower's nodes run in (the others run
+    in the model's own forward or in a projection), or "model"."""
+    count: Dict[str, int] = {}
+    for n in nodes:
+        path = [str(v[0]) for v in (n.meta.get("nn_module_stack") or {}).values() if v[0]]
+        if path:
+            count[path[0]] = count.get(path[0], 0) + 1
+    return max(count, key=lambda k: count[k]) if count else "model"
 
 
 def _tower_cut(nodes: List[fx.Node], head: List[fx.Node], facts: Dict[fx.Node, C.NodeFacts],
