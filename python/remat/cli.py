@@ -26,7 +26,8 @@ PLOT_USAGE = ("  plot curve|timeline|join ... -o FILE                           
 _PLOT_HELP = """\
 usage: remat plot curve CHAIN [-a ALGORITHM ...] [options] -o FILE
        remat plot timeline CHAIN SCHEDULE [--bandwidth B] -o FILE
-       remat plot join PROBLEM [--compare] [--slots S] -o FILE
+       remat plot join PROBLEM [--compare] [--slots S] [--chain CHAIN] [--held]
+                       [--mark LABEL=SIZE[@TIME] ...] -o FILE
 
 Draws what the other commands print (the picture's format follows FILE's
 extension: png, svg, pdf).
@@ -40,7 +41,9 @@ extension: png, svg, pdf).
   join       makespan against memory slots for a remat-join-1 problem
              (--compare: EQUIV-CHAIN too); time against memory in bytes for
              a remat-join-2 network (--compare: optimal on the network
-             flattened to one chain)
+             flattened to one chain; --chain: optimal on another chain;
+             --mark: measured points; --held: memories as remat.torch's
+             limits, with what each profile holds for the whole step)
 
 Run `remat plot COMMAND --help` for a command's options.
 Exit status: 0 done, 1 no schedule fits, 2 bad input or usage.
@@ -105,6 +108,14 @@ def _parsers() -> argparse.ArgumentParser:
                         "the network flattened to one chain")
     j.add_argument("--slots", type=int, metavar="S",
                    help="remat-join-2: memory slots of the solvers (default 500)")
+    j.add_argument("--chain", metavar="CHAIN",
+                   help="remat-join-2: another chain drawn with optimal (the model as "
+                        "remat.torch cuts it into one chain)")
+    j.add_argument("--mark", action="append", default=[], metavar="LABEL=SIZE[@TIME]",
+                   help="remat-join-2: a measured point (repeatable); without @TIME, a line")
+    j.add_argument("--held", action="store_true",
+                   help="remat-join-2: add what each document's profile holds for the whole "
+                        "step (remat.torch's held_bytes) to its memories")
     for p in (c, t, j):
         p.add_argument("-o", "--output", required=True, metavar="FILE",
                        help="the picture (png, svg, pdf, by the extension)")
@@ -121,7 +132,21 @@ def _draw(ns: argparse.Namespace) -> Figure:
                           bandwidth=ns.bandwidth, title=ns.title)
     if ns.what == "timeline":
         return plot.timeline(ns.chain, ns.schedule, ns.bandwidth, title=ns.title)
-    return plot.join(ns.problem, ns.compare, title=ns.title, slots=ns.slots)
+    return plot.join(ns.problem, ns.compare, title=ns.title, slots=ns.slots, held=ns.held,
+                     chain=ns.chain, marks=[_mark(m) for m in ns.mark])
+
+
+def _mark(text: str) -> tuple[str, float, float | None]:
+    """--mark LABEL=SIZE[@TIME] as (label, bytes, time or None)."""
+    from . import parse_size
+    label, eq, rest = text.rpartition("=")
+    size, at, t = rest.partition("@")
+    if not eq or not label:
+        raise ValueError("--mark %r: expected LABEL=SIZE[@TIME]" % text)
+    try:
+        return label, float(parse_size(size)), float(t) if at else None
+    except ValueError as e:
+        raise ValueError("--mark %r: %s" % (text, e)) from None
 
 
 def _plot(args: Sequence[str]) -> int:

@@ -277,19 +277,40 @@ def _as_join2(problem: Any) -> JoinProblem | None:
     return None
 
 
-def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None) -> Figure:
+Mark = tuple[str, float, float | None]
+
+
+def _held_of(meta: dict[str, Any]) -> int:
+    """What remat.torch holds for the whole step besides the chain or network
+    it profiled (meta["profile"]["held_bytes"]; 0 for other documents)."""
+    prof = meta.get("profile")
+    return int(prof.get("held_bytes", 0)) if isinstance(prof, dict) else 0
+
+
+def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None,
+           held: bool = False, chain: Chain | None = None, marks: Sequence[Mark] = ()
+           ) -> Figure:
     """Time against memory in bytes for a remat-join-2 network: the join
-    solver and, with compare, optimal on the network flattened to one chain."""
+    solver and, with compare, optimal on the network flattened to one chain;
+    optimal on `chain`; measured `marks`. With held, each memory includes
+    what its document says remat.torch holds for the whole step."""
+    shift = _held_of(net.meta) if held else 0
     cv = net.curve(slots=slots)
     peak, base = net.store_all_cost()
-    lines = [("join solver", cv)]
+    peak += shift
+    lines = [("join solver", cv, shift)]
     if compare:
-        lines.append(("flat chain (optimal)", _curve(net.flatten(), "optimal", slots=slots)))
-    top = max([peak] + [c.points[-1][0] for _, c in lines])
+        lines.append(("flat chain (optimal)", _curve(net.flatten(), "optimal", slots=slots),
+                      shift))
+    if chain is not None:
+        lines.append(("%s (optimal)" % (chain.name or "chain"),
+                      _curve(chain, "optimal", slots=slots),
+                      _held_of(chain.meta) if held else 0))
+    top = max([peak] + [c.points[-1][0] + s for _, c, s in lines] + [m for _, m, _ in marks])
     fig = _figure(8.5, 5.8)
     ax = fig.add_subplot()
-    for label, c in lines:
-        xs = [m for m, _ in c.points] + [top]
+    for label, c, s in lines:
+        xs = [m + s for m, _ in c.points] + [top]
         ys = [t for _, t in c.points] + [c.points[-1][1]]
         (line,) = ax.step(xs, ys, where="post", linewidth=1.8, gid="curve",
                           label="%s (from %s)" % (label, human_bytes(xs[0])))
@@ -298,9 +319,18 @@ def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None
     ax.plot([peak], [base], marker="*", markersize=16, color="black", linestyle="none",
             gid="store-all", zorder=5,
             label="store-all: %s, %.4g %s" % (human_bytes(peak), base, net.time_unit))
-    lo = min(c.points[0][0] for _, c in lines)
+    for (label, mem, t), shape in zip(marks, "DsP^vXph"):
+        if t is None:
+            ax.axvline(mem, linestyle="--", linewidth=1.2, color="gray", gid="mark",
+                       label="%s: %s" % (label, human_bytes(mem)))
+        else:
+            ax.plot([mem], [t], marker=shape, markersize=9, linestyle="none", gid="mark",
+                    zorder=6, label="%s: %s, %.4g %s" % (label, human_bytes(mem), t,
+                                                         net.time_unit))
+    lo = min([c.points[0][0] + s for _, c, s in lines] + [m for _, m, _ in marks])
     ax.set_xlim(lo - 0.04 * (top - lo) - 1, top + 0.04 * (top - lo) + 1)
-    ax.set_xlabel("memory limit (%s)" % _memory_axis(ax.xaxis, top))
+    ax.set_xlabel("memory limit (%s%s)" % (_memory_axis(ax.xaxis, top),
+                                           ", held for the step included" if held else ""))
     ax.set_ylabel("time per step (%s)" % net.time_unit)
     ax.grid(True, alpha=0.3)
     _legend_below(fig, ax)
@@ -312,17 +342,27 @@ def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None
 
 
 def join(problem: PathLike | dict[str, Any] | JoinProblem, compare: bool = False, *,
-         title: str | None = None, slots: int | None = None) -> Figure:
+         title: str | None = None, slots: int | None = None, held: bool = False,
+         chain: PathLike | Chain | None = None, marks: Sequence[Mark] = ()) -> Figure:
     """A join problem's curve. For "remat-join-1" (the homogeneous model):
     makespan against memory in slots, from c_min to full storage, the optimal
     schedule's (Theorem 3) and, with compare, EQUIV-CHAIN's; Span* (everything
     stored) as the floor, c_min and full storage marked. For "remat-join-2"
     (a remat.JoinProblem, its path or document): time against memory in
     bytes of the join solver (`slots` as optimal) and, with compare, of
-    optimal on the network flattened to one chain; store-all marked."""
+    optimal on the network flattened to one chain; store-all marked. Also
+    for "remat-join-2": `chain`, another chain drawn with optimal (the same
+    model as remat.torch cuts it into one chain: remat.torch.profile);
+    `marks`, measured points (label, bytes, time or None for a line at that
+    memory); `held`, each memory plus what its document's profile holds for
+    the whole step (meta["profile"]["held_bytes"], written by remat.torch),
+    so that the axis reads as remat.torch's limits."""
     net = _as_join2(problem)
     if net is not None:
-        return _join2(net, compare, slots, title)
+        other = chain if chain is None or isinstance(chain, Chain) else Chain.load(chain)
+        return _join2(net, compare, slots, title, held, other, marks)
+    if chain is not None or marks or held:
+        raise ValueError("join: chain, marks and held are for remat-join-2 networks")
     if isinstance(problem, JoinProblem):
         raise TypeError("join: unreachable")
     jc = _join_curve(problem, compare)

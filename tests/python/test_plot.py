@@ -206,6 +206,30 @@ class PlotApiTest(unittest.TestCase):
         self.assertIn("GiB", ax.get_xlabel())
         self.assertEqual(len(by_gid(rp.join(net).axes[0], "curve")), 1)
 
+    def test_join2_chain_marks_and_held(self):
+        net = remat.JoinProblem.load(os.path.join(EXAMPLES, "join", "clip-like.json"))
+        net.meta["profile"] = {"held_bytes": 1000}
+        chain = net.flatten()
+        chain.meta["profile"] = {"held_bytes": 7}
+        fig = rp.join(net, chain=chain, held=True,
+                      marks=[("measured", 123456.0, 9.5), ("line", 1e6, None)])
+        ax = fig.axes[0]
+        lines = by_gid(ax, "curve")
+        self.assertEqual(len(lines), 2)
+        cv = net.curve()
+        ccv = remat.curve(chain, "optimal")
+        # each curve moved by what its own document holds for the step
+        self.assertEqual(float(lines[0].get_data()[0][0]), cv.points[0][0] + 1000.0)
+        self.assertEqual(float(lines[1].get_data()[0][0]), ccv.points[0][0] + 7.0)
+        peak, base = net.store_all_cost()
+        self.assertEqual(point(by_gid(ax, "store-all")[0]), (float(peak + 1000), base))
+        marks = by_gid(ax, "mark")
+        self.assertEqual(point(marks[0]), (123456.0, 9.5))
+        self.assertEqual(len(marks), 2)  # the line at 1e6 too
+        self.assertIn("held for the step", ax.get_xlabel())
+        with self.assertRaises(ValueError):
+            rp.join(JOIN, held=True)
+
 
 @unittest.skipIf(rp is None, "matplotlib is not installed")
 class PlotCommandTest(unittest.TestCase):
@@ -225,6 +249,11 @@ class PlotCommandTest(unittest.TestCase):
                   self.out("t.png"), check=0)
         remat_cmd("plot", "join", JOIN, "--compare", "-o", self.out("j.png"), "--dpi", "50",
                   check=0)
+        clip = os.path.join(EXAMPLES, "join", "clip-like.json")
+        remat_cmd("plot", "join", clip, "--chain", os.path.join(EXAMPLES, "tiny.json"),
+                  "--held", "--mark", "m=10MiB@3", "--mark", "line=1GiB", "-o",
+                  self.out("j2.png"), "--dpi", "50", check=0)
+        self.assertEqual(png_size(self.out("j2.png")), (int(8.5 * 50), int(5.8 * 50)))
         for name in ("c.png", "t.png", "j.png"):
             w, h = png_size(self.out(name))
             self.assertGreater(w, 300)
@@ -250,6 +279,10 @@ class PlotCommandTest(unittest.TestCase):
               os.path.join(DATA, "storeall.sched.json"), "--bandwidth", "-3",
               "-o", self.out("x.png")], "bandwidth"),
             (["plot", "join", TINY, "-o", self.out("x.png")], "tiny.json"),
+            (["plot", "join", os.path.join(EXAMPLES, "join", "clip-like.json"), "--mark",
+              "nolabel", "-o", self.out("x.png")], "--mark 'nolabel'"),
+            (["plot", "join", os.path.join(EXAMPLES, "join", "clip-like.json"), "--mark",
+              "a=lots@1", "-o", self.out("x.png")], "--mark 'a=lots@1'"),
             (["plot", "sketch", TINY], "invalid choice"),
             (["plot"], "usage: remat plot"),
         ]

@@ -139,13 +139,15 @@ class MeetEarly(nn.Module):
         return (x * y).sum()
 
 
-@pytest.mark.parametrize("model,why", [(SharedStats, "update one buffer"),
-                                       (MeetEarly, "meet early")])
+@pytest.mark.parametrize("model,why", [(SharedStats, "one chain: two towers update one buffer"),
+                                       (MeetEarly, "")])
 def test_not_towers_run_as_one_chain(model, why):
+    """Towers that cannot run apart say why; inputs that meet early are
+    simply one chain (the report says nothing of towers)."""
     m = model().train()
     args = (torch.randn(8, 16), torch.randn(8, 16))
     ref, m2 = copies(m)
     w = wrap(m2, args, {})
     report = w.remat_report()
-    assert "one chain: " in report and why in report, report
+    assert (why in report) if why else ("tower" not in report and "chain:" not in report), report
     same_step(ref, w, args, {})

@@ -32,7 +32,6 @@ from .nodes import is_random
 MAX_TOWERS = 4  # the join solver's branches (include/remat/hjoin.h)
 MAX_INPUTS = 6  # inputs to split (Bell(6) = 203 ways)
 HEAD = -1
-ONE_PATH = "one input reaches the output"  # why a plain chain model is one
 
 
 @dataclasses.dataclass
@@ -51,15 +50,17 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
                 acts: AbstractSet[fx.Node], facts: Dict[fx.Node, NodeFacts],
                 params: AbstractSet[fx.Node],
                 placeholder_storages: AbstractSet[StorageKey]) -> Tuple[Optional[Towers], str]:
-    """The towers of a graph, or None and why it is one chain. `params`: the
-    parameter placeholders; `placeholder_storages`: the storages of all
-    placeholders (a buffer updated by two towers keeps it one chain)."""
+    """The towers of a graph, or None and why not: "" when the graph has no
+    towers at all (one input path, or inputs that meet early), else why the
+    towers found cannot run apart. `params`: the parameter placeholders;
+    `placeholder_storages`: the storages of all placeholders (a buffer
+    updated by two towers keeps the graph one chain)."""
     anc = _inputs_of(calls, user_inputs)
     used = sorted({i for s in anc.values() for i in s})
     if len(used) < 2:
-        return None, ONE_PATH
+        return None, ""
     if len(used) > MAX_INPUTS:
-        return None, "more than %d inputs" % MAX_INPUTS
+        return None, ""  # not tried: a model of towers has a few
     best: Optional[Dict[fx.Node, int]] = None
     best_key: Tuple[int, int] = (0, 0)
     for split in _splits(used):
@@ -72,7 +73,7 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
         if best is None or key < best_key:
             best, best_key = group, key
     if best is None:
-        return None, "no split of the inputs gives two towers that carry gradients"
+        return None, ""  # no split gives two towers that carry gradients
     group = best
     why = _assign_free(calls, group)
     if why:
@@ -82,8 +83,7 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
     towers = [[n for n in calls if group.get(n) == g] for g in ids]
     head = [n for n in calls if group.get(n) == HEAD]
     if len(head) * 2 > min(len(t) for t in towers):
-        return None, "the towers meet early: the head has %d nodes, the smallest tower %d" % (
-            len(head), min(len(t) for t in towers))
+        return None, ""  # the inputs meet early: the head would be most of the model
     why = _shared_updates(towers, facts, placeholder_storages)
     if why:
         return None, why

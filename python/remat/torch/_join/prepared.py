@@ -17,7 +17,6 @@ from .._budget import human
 from .._cache import ProfileCache
 from .._config import Bandwidth, Config, Memory
 from .._graph.program import GraphProgram
-from .._graph.towers import ONE_PATH
 from .._offload import OFFLOAD_ALGORITHMS
 from .._prepare import SHAPES, AnyProgram, Prepared
 from .._program import Args, Kwargs
@@ -119,8 +118,8 @@ def join_entry(program: AnyProgram, model: nn.Module, args: Args, kwargs: Kwargs
     if not isinstance(program, GraphProgram):
         return None, ""
     join, no = JoinGraphProgram.from_graph(program, model, args, kwargs, cfg.max_stages)
-    if join is None:  # a model with one input-to-loss path says nothing more
-        return None, "" if no == ONE_PATH else "; one chain: %s" % no
+    if join is None:  # a model without towers says nothing more
+        return None, "; one chain: %s" % no if no else ""
     shape = join.shape()
     other = _other_settings(cfg)
     if other:
