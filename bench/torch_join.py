@@ -4,7 +4,8 @@ the towers cut into one chain, in the model's order) and against per-layer
 checkpointing of every tower, measured with one meter (remat.torch.PeakMeter)
 for every method.
 
-    python bench/torch_join.py [--models clip,siamese] [--steps 5] [--out docs/img]
+    python bench/torch_join.py [--models clip,siamese,triplet] [--steps 5] [--quick]
+                               [--out docs/img]
 
 For each model: plain autograd and per-layer checkpointing (Hugging Face's
 gradient_checkpointing_enable() for CLIP, torch.utils.checkpoint around every
@@ -13,7 +14,7 @@ program (the same model, the join shape switched off), each at its smallest
 limit, at per-layer checkpointing's measured peak and at plain autograd's,
 measured (peak and median step time). Writes the measured network
 (docs/img/torch_join_NAME.json, remat-join-2, with what remat.torch holds in
-its profile), the chain (torch_join_NAME_chain.json), a CSV of the points
+its profile), the chain (torch_join_NAME_chain.json), the points (torch_join_NAME.csv)
 and the picture of `remat plot join NET --compare --chain CHAIN --held
 --mark ...` (torch_join_NAME.png). Models from tests/python/join_models.py.
 """
@@ -50,6 +51,9 @@ MODELS = {
     # a triplet network: one 6-block convolutional encoder on three images
     "triplet": (lambda: jm.triplet(batch=16, image=32, c=32, n=6), jm.per_layer),
 }
+# --quick: the test suite's sizes (tests/python/join_models.py defaults)
+QUICK = {"clip": (jm.clip, jm.clip_per_layer), "siamese": (jm.siamese, jm.per_layer),
+         "triplet": (jm.triplet, jm.per_layer)}
 
 
 def loss_of(out: Any) -> torch.Tensor:
@@ -93,8 +97,8 @@ def smallest(w: rt.RematModule) -> int:
     return 1
 
 
-def bench(name: str, steps: int, out: str) -> List[Dict[str, Any]]:
-    make, per_layer = MODELS[name]
+def bench(name: str, steps: int, out: str, quick: bool) -> List[Dict[str, Any]]:
+    make, per_layer = (QUICK if quick else MODELS)[name]
     torch.manual_seed(0)
     m, args, kw = make()
     rows: List[Dict[str, Any]] = []
@@ -142,20 +146,21 @@ def bench(name: str, steps: int, out: str) -> List[Dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="clip,siamese")
+    ap.add_argument("--models", default="clip,siamese,triplet")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "img"))
+    ap.add_argument("--quick", action="store_true",
+                    help="the test suite's smaller models (a loaded or small machine)")
     ns = ap.parse_args()
     torch.set_num_threads(2)
-    rows: List[Dict[str, Any]] = []
     for name in ns.models.split(","):
-        rows += bench(name, ns.steps, ns.out)
-    path = os.path.join(ns.out, "torch_join.csv")
-    with open(path, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-    print("wrote", path)
+        rows = bench(name, ns.steps, ns.out, ns.quick)
+        path = os.path.join(ns.out, "torch_join_%s.csv" % name)
+        with open(path, "w", newline="") as f:
+            wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+            wr.writeheader()
+            wr.writerows(rows)
+        print("wrote", path)
 
 
 if __name__ == "__main__":

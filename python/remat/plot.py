@@ -85,10 +85,10 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _legend_below(fig: Figure, ax: Axes) -> None:
+def _legend_below(fig: Figure, ax: Axes, ncols: int = 3) -> None:
     """The legend under the axes, where no line can run through it."""
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)),
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(ncols, len(labels)),
                fontsize=9, frameon=False)
 
 
@@ -303,7 +303,7 @@ def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None
         lines.append(("flat chain (optimal)", _curve(net.flatten(), "optimal", slots=slots),
                       shift))
     if chain is not None:
-        lines.append(("%s (optimal)" % (chain.name or "chain"),
+        lines.append(("chain %s (optimal)" % chain.name if chain.name else "chain (optimal)",
                       _curve(chain, "optimal", slots=slots),
                       _held_of(chain.meta) if held else 0))
     top = max([peak] + [c.points[-1][0] + s for _, c, s in lines] + [m for _, m, _ in marks])
@@ -333,7 +333,7 @@ def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None
                                            ", held for the step included" if held else ""))
     ax.set_ylabel("time per step (%s)" % net.time_unit)
     ax.grid(True, alpha=0.3)
-    _legend_below(fig, ax)
+    _legend_below(fig, ax, 2 if marks or chain is not None else 3)
     shape = " + ".join(str(len(b["stages"])) for b in net.branches)
     ax.set_title(title if title is not None else
                  "%s: join of %d branches (%s stages), time against memory"

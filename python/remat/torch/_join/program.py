@@ -153,8 +153,9 @@ class JoinGraphProgram(GraphProgram):
         parts = ["%s (%s) %d stages" % (_module_of(nodes), ", ".join(i.name for i in ins),
                                         len(b))
                  for nodes, ins, b in zip(self.towers.towers, self.towers.inputs, self.branches)]
-        text = "join of %d towers: %s, head of %d nodes" % (
-            len(self.branches), " + ".join(parts), len(self.towers.head))
+        n = len(self.towers.head)
+        text = "join of %d towers: %s, head of %d node%s" % (
+            len(self.branches), " + ".join(parts), n, "" if n == 1 else "s")
         if self.towers.ordered:
             text += "; towers run in the model's order: %s" % self.towers.why_ordered
         return text
