@@ -169,13 +169,16 @@ class JoinGraphProgram(GraphProgram):
         """One training step's forward by the join plan (a remat.JoinPlan):
         the model's outputs."""
         feeds = self.feeds(model, pytree.tree_leaves((args, kwargs)))
-        free: Set[FreeKey] = set()
         devices = cuda_devices(feeds.values())
         env: Dict[fx.Node, Any] = dict(feeds)
         steps: List[Step] = []
         replays: List[GraphReplay] = []
         for b, view in enumerate(self.views):
             replay = GraphReplay(view, feeds)
+            # Each tower's own free storages: a tower whose backward is done
+            # frees its held values, and their addresses come back for
+            # tensors another tower's recomputation must save.
+            free: Set[FreeKey] = set()
             step = Step(replay, len(view.stages), branch_plan(plan, b + 1, len(view.stages)),
                         free, devices)
             replay.start(step)
