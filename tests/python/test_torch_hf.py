@@ -297,7 +297,7 @@ def test_accelerate_prepare_trains_bitwise(cache):
         models.append((pm, popt))
     for _ in range(2):
         losses = []
-        for pm, popt in models:
+        for pm, _ in models:
             torch.manual_seed(11)
             loss = pm(*args, **kwargs).loss
             acc.backward(loss)
@@ -305,7 +305,7 @@ def test_accelerate_prepare_trains_bitwise(cache):
         assert torch.equal(losses[0], losses[1])
         for (n, p), (_, q) in zip(ref.named_parameters(), w.named_parameters()):
             assert torch.equal(p.grad, q.grad), n
-        for pm, popt in models:
+        for _, popt in models:
             popt.step()
             popt.zero_grad(set_to_none=False)
     same_weights(ref, w)
