@@ -4,7 +4,7 @@ A complete run with nothing downloaded: a small causal LM from a config
 (random weights), a word-level tokenizer made from a tiny in-memory corpus,
 dynamic padding by DataCollatorForLanguageModeling, and Trainer with its
 default arguments plus one callback, remat.torch.hf.RematCallback, which
-switches remat on in the model when training begins. For a real run, load
+switches remat on in the model when Trainer is made. For a real run, load
 the model and tokenizer with from_pretrained() and keep the rest.
 
     python examples/finetune_trainer.py [--memory 0.6] [--steps 6]

@@ -170,6 +170,31 @@ def test_callback_enables_remat_in_place_with_gradient_accumulation(tmp_path, ca
     assert cb.handle.last_entry is not None and "stages" in cb.handle.remat_report()
 
 
+def test_callback_with_bf16_autocast_from_accelerate(tmp_path, cache):
+    """TrainingArguments(bf16=True): accelerate puts an autocast wrapper
+    around the model's forward, around remat's (the callback enables remat
+    when Trainer is made, before that). remat's own calls of the model skip
+    the wrapper, so autocast is entered once per step, as without remat:
+    losses and weights as plain. disable() inside the wrapper turns remat
+    off."""
+    from remat.torch.hf import RematCallback
+    torch.manual_seed(0)
+    model, rows = qwen2(), lm_rows()
+    ref, base = copy.deepcopy(model), copy.deepcopy(model)
+    cb = RematCallback(memory=0.9, cache=cache, progress=False)
+    plain = train(ref, rows, tmp_path / "plain", bf16=True)
+    ours = train(base, rows, tmp_path / "remat", callbacks=[cb], bf16=True)
+    assert ours == plain
+    same_weights(ref, base)
+    assert base.__dict__["forward"] is not cb.handle and rt.enabled(base) is cb.handle
+    entries = len(cb.handle._remat_entries)
+    rt.disable(base)
+    assert rt.enabled(base) is None
+    ids = lm_batch(rows[:BATCH])["input_ids"]
+    base(ids, labels=ids, num_items_in_batch=torch.tensor(3)).loss.backward()
+    assert len(cb.handle._remat_entries) == entries  # the model's own forward ran
+
+
 def test_callback_refuses_gradient_checkpointing_and_bad_settings(tmp_path):
     from remat.torch.hf import RematCallback
     with pytest.raises(TypeError, match="checkpoint\\(\\)'s keyword options"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Optional
 
@@ -62,11 +63,16 @@ class EnabledRemat(RematModule):
 
 class RematForward:
     """model.forward while remat is enabled. Module.__call__ has run the
-    model's own hooks around it, so they are set aside while remat calls the
-    model again; inspect.signature sees the model's own forward."""
+    model's own hooks around it, and the wrappers put around it since (a
+    bound method, functools.wraps: accelerate's autocast) have run too, so
+    while remat calls the model again both are set aside and model.forward
+    is the model's own. inspect.signature sees the model's own forward. `on`
+    is False after disable() when a wrapper was put around it: it then only
+    calls the model's own forward."""
 
     def __init__(self, handle: EnabledRemat) -> None:
         self.handle = handle
+        self.on = True
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -79,12 +85,37 @@ class RematForward:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         h = self.handle
-        if h._remat_inside or not torch.is_grad_enabled():
+        if h._remat_inside or not self.on or not torch.is_grad_enabled():
             return h.model_forward()(*args, **kwargs)
         model = h._remat_model
         h.training = model.training
-        with _hooks_set_aside(model):
+        with _hooks_set_aside(model), _own_forward(model, h._remat_own_forward):
             return h.forward(*args, **kwargs)
+
+
+class _own_forward:
+    """While remat runs the model, model.forward is the model's own: remat's
+    calls of the model go neither through remat again nor through wrappers
+    put around it (accelerate's autocast entered twice leaves autocast on:
+    the gradients of the first step differed)."""
+
+    def __init__(self, model: nn.Module, own: Optional[Callable[..., Any]]) -> None:
+        self.model, self.own = model, own
+
+    def __enter__(self) -> None:
+        d = self.model.__dict__
+        self.before = d.get("forward")
+        if self.own is None:
+            d.pop("forward", None)
+        else:
+            d["forward"] = self.own
+
+    def __exit__(self, *exc: Any) -> None:
+        d = self.model.__dict__
+        if self.before is None:
+            d.pop("forward", None)
+        else:
+            d["forward"] = self.before
 
 
 class _hooks_set_aside:
@@ -137,9 +168,21 @@ def enable(model: nn.Module, memory: Memory = "8GiB", algorithm: str = "optimal"
     except TypeError as e:
         raise TypeError("remat.torch.enable: %s (the options are checkpoint()'s keyword "
                         "options)" % e) from None
-    disable(model)
-    handle = EnabledRemat(model, cfg, model.__dict__.get("forward"))
-    model.forward = RematForward(handle)
+    found = _remat_forward(model)
+    if found is not None and model.__dict__.get("forward") is found:
+        disable(model)
+        found = None
+    if found is None:
+        own = model.__dict__.get("forward")
+        if "_original_forward" in model.__dict__:
+            warnings.warn("remat.torch.enable: accelerate's mixed-precision forward runs inside "
+                          "remat's step, and recomputations do not enter the autocast it "
+                          "enters; enable remat before accelerator.prepare()", stacklevel=2)
+        handle = EnabledRemat(model, cfg, own)
+        model.forward = RematForward(handle)
+    else:  # inside another wrapper put around it since: stay there, in the same order
+        handle = EnabledRemat(model, cfg, found.handle._remat_own_forward)
+        found.handle, found.on = handle, True
     if not isinstance(example_args, tuple):
         example_args = (example_args,)
     if example_args or example_kwargs:
@@ -152,22 +195,38 @@ def enable(model: nn.Module, memory: Memory = "8GiB", algorithm: str = "optimal"
 
 def enabled(model: nn.Module) -> Optional[EnabledRemat]:
     """The RematModule running `model` since enable(model), or None."""
-    f = model.__dict__.get("forward")
-    return f.handle if isinstance(f, RematForward) else None
+    f = _remat_forward(model)
+    return f.handle if f is not None and f.on else None
 
 
 def disable(model: nn.Module) -> None:
     """Undoes enable(model): the model's own forward runs again (and an
-    instance-level forward it had before is put back). Nothing happens to a
-    model that is not enabled."""
-    handle = enabled(model)
-    if handle is None:
+    instance-level forward it had before is put back; when a wrapper was put
+    around remat's since, as accelerate's prepare() does, remat's part of it
+    only calls the model's own forward). Nothing happens to a model that is
+    not enabled."""
+    f = _remat_forward(model)
+    if f is None:
         return
-    own = handle._remat_own_forward
+    own = f.handle._remat_own_forward
+    if model.__dict__.get("forward") is not f:
+        f.on = False
+        return
     if own is None:
         del model.__dict__["forward"]
     else:
         model.__dict__["forward"] = own
+
+
+def _remat_forward(model: nn.Module) -> Optional[RematForward]:
+    """The RematForward in model.forward, also inside wrappers put around it
+    since (functools.wraps' __wrapped__, a bound method's __func__)."""
+    f = model.__dict__.get("forward")
+    for _ in range(64):  # a wrapper chain, never a cycle
+        if f is None or isinstance(f, RematForward):
+            return f
+        f = getattr(f, "__wrapped__", None) or getattr(f, "__func__", None)
+    return None
 
 
 def _hf_checkpointing(model: nn.Module) -> bool:

@@ -1,5 +1,5 @@
 """remat with Hugging Face's Trainer: a callback that enables remat on the
-model when training begins (needs transformers).
+model when Trainer is made (needs transformers).
 
     from remat.torch.hf import RematCallback
     trainer = Trainer(model=model, args=TrainingArguments(output_dir="out"),
@@ -26,9 +26,11 @@ from ._enable import EnabledRemat, enable, enabled
 
 
 class RematCallback(TrainerCallback):
-    """Enables remat on Trainer's model (remat.torch.enable) at
-    on_train_begin, with these settings; it stays enabled afterwards, as
-    gradient checkpointing does (remat.torch.disable(model) ends it).
+    """Enables remat on Trainer's model (remat.torch.enable) when Trainer is
+    made (on_init_end, before accelerate's prepare() wraps the model's
+    forward), or at on_train_begin for a callback added later, with these
+    settings; it stays enabled afterwards, as gradient checkpointing does
+    (remat.torch.disable(model) ends it).
 
     memory, algorithm, options: as for remat.torch.checkpoint() (checked
     here, before training). A limit given as a fraction is a fraction of
@@ -50,9 +52,20 @@ class RematCallback(TrainerCallback):
         self.options = options
         self.handle: Optional[EnabledRemat] = None
 
+    def on_init_end(self, args: TrainingArguments, state: TrainerState,
+                    control: TrainerControl, model: Optional[nn.Module] = None,
+                    **kwargs: Any) -> None:
+        # Before accelerate's prepare(): its mixed-precision wrapper then
+        # goes around remat's step, so recomputations run under its autocast.
+        self._enable(args, model)
+
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Optional[nn.Module] = None,
                        **kwargs: Any) -> None:
+        # A callback added after Trainer was made (trainer.add_callback) starts here.
+        self._enable(args, model)
+
+    def _enable(self, args: TrainingArguments, model: Optional[nn.Module]) -> None:
         if model is None:
             raise ValueError("remat.torch.hf.RematCallback: Trainer passed no model")
         if any(getattr(args, name, False) is True
@@ -65,5 +78,7 @@ class RematCallback(TrainerCallback):
             raise ValueError("remat.torch.hf.RematCallback: the model is already a RematModule "
                              "from remat.torch.checkpoint(); give Trainer the plain model with "
                              "the callback, or the wrapped model without it")
-        self.handle = enabled(model) or enable(model, self.memory, self.algorithm,
-                                               **self.options)
+        handle = enabled(model)
+        if handle is None:
+            handle = enable(model, self.memory, self.algorithm, **self.options)
+        self.handle = handle
