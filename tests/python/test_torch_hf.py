@@ -136,8 +136,8 @@ def test_trainer_default_arguments_trains_the_wrapped_model_as_plain(tmp_path, c
     """remove_unused_columns=True (the default) keeps the columns forward
     names and drops `row_number`; three AdamW steps at the smallest limit
     give the plain model's losses and weights bit for bit (dropout on: the
-    first step profiles inside the training step and leaves the RNG as it
-    was)."""
+    first step captures the model inside the training step and leaves the
+    RNG as it was)."""
     torch.manual_seed(0)
     model, rows = qwen2(), lm_rows()
     batch = lm_batch(rows[:BATCH])
@@ -145,8 +145,11 @@ def test_trainer_default_arguments_trains_the_wrapped_model_as_plain(tmp_path, c
     low = smallest(model, (), batch, cache)
     ref, base = copy.deepcopy(model), copy.deepcopy(model)
     w = rt.checkpoint(base, memory=low, cache=cache, progress=False)
+    seen = set()
+    w.register_forward_pre_hook(lambda m, a, kw: seen.update(kw), with_kwargs=True)
     plain = train(ref, rows, tmp_path / "plain")
     ours = train(w, rows, tmp_path / "remat")
+    assert seen == {"input_ids", "attention_mask", "labels", "num_items_in_batch"}
     assert len(plain) == 3 and ours == plain
     same_weights(ref, w)
     assert w.last_entry.limit == low and len(w._remat_entries) == 1
