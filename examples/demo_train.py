@@ -4,12 +4,12 @@ budget, against plain autograd.
 Two copies of one Llama-style causal LM (random weights from a config,
 nothing downloaded) train on the same batches with AdamW: one by plain
 autograd, one by remat.torch.checkpoint at a fraction of plain autograd's
-activation peak. Prints each one's measured peak (remat.torch.PeakMeter:
-the allocator's own records, independent of remat's bookkeeping), the time
-per step after the first, and whether the losses and weights are equal bit
-for bit.
+activation peak, taking turns at each batch. Prints each one's measured
+peak (remat.torch.PeakMeter: the allocator's own records, independent of
+remat's bookkeeping), the median time per step after the first, and whether
+the losses and weights are equal bit for bit.
 
-    python examples/demo_train.py [--memory 0.5] [--steps 4] [--layers 4]
+    python examples/demo_train.py [--memory 0.5] [--steps 6] [--layers 4]
 """
 from __future__ import annotations
 
@@ -38,33 +38,36 @@ def build(layers: int, width: int, vocab: int, seq: int) -> torch.nn.Module:
     return LlamaForCausalLM(cfg).train()
 
 
-def train(model: torch.nn.Module, batches: List[torch.Tensor]
-          ) -> Tuple[List[torch.Tensor], List[float], int]:
-    """AdamW steps on the batches: (losses, seconds per step, peak bytes of
-    a measured extra step on the first batch, gradients allocated before
-    it as after zero_grad(set_to_none=False))."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    losses, times = [], []
+def train(models: List[torch.nn.Module], batches: List[torch.Tensor]
+          ) -> List[Tuple[List[torch.Tensor], List[float], int]]:
+    """AdamW steps on the batches, the models taking turns at each batch (so
+    both see the same state of the process: allocator, caches, other load).
+    For each model: its losses, its seconds per step, and the peak bytes of
+    a measured extra step on the first batch, gradients allocated before it
+    as after zero_grad(set_to_none=False)."""
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in models]
+    runs: List[Tuple[List[torch.Tensor], List[float]]] = [([], []) for _ in models]
 
-    def step(ids: torch.Tensor) -> torch.Tensor:
+    def step(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
         loss = model(ids, labels=ids).loss
         loss.backward()
         return loss.detach()
 
     for i, ids in enumerate(batches):
-        torch.manual_seed(i)
-        t = time.perf_counter()
-        losses.append(step(ids))
-        times.append(time.perf_counter() - t)
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-    peak = measured(lambda: step(batches[0]))
-    return losses, times, peak
+        for model, opt, (losses, times) in zip(models, opts, runs):
+            torch.manual_seed(i)
+            t = time.perf_counter()
+            losses.append(step(model, ids))
+            times.append(time.perf_counter() - t)
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+    return [(losses, times, measured(step, model, batches[0]))
+            for model, (losses, times) in zip(models, runs)]
 
 
-def measured(fn: Callable[[], Any]) -> int:
+def measured(fn: Callable[..., Any], *args: Any) -> int:
     with rt.PeakMeter() as meter:
-        fn()
+        fn(*args)
     return meter.peak
 
 
@@ -72,7 +75,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memory", type=float, default=0.5,
                     help="remat's limit, a fraction of plain autograd's peak (default 0.5)")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--batch", type=int, default=4)
@@ -84,18 +87,17 @@ def main() -> None:
     batches = [torch.randint(3, vocab, (a.batch, a.seq)) for _ in range(a.steps)]
     n_params = sum(p.numel() for p in model.parameters())
     print("remat demo: a %d-layer Llama-style LM, %.1f M parameters, batch %d x %d tokens, "
-          "%d AdamW steps, CPU" % (a.layers, n_params / 1e6, a.batch, a.seq, a.steps))
+          "%d AdamW steps, CPU (threads: %d)" % (a.layers, n_params / 1e6, a.batch, a.seq,
+                                                a.steps, torch.get_num_threads()))
 
     plain_model, remat_model = copy.deepcopy(model), copy.deepcopy(model)
-    p_loss, p_times, p_peak = train(plain_model, batches)
-
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         w = rt.checkpoint(remat_model, (batches[0],), {"labels": batches[0]}, memory=a.memory,
                           cache=False, progress=False)
     prepare_s = time.perf_counter() - t
-    r_loss, r_times, r_peak = train(w, batches)
+    (p_loss, p_times, p_peak), (r_loss, r_times, r_peak) = train([plain_model, w], batches)
     e = w.last_entry
 
     p_step = statistics.median(p_times[1:] or p_times)
