@@ -176,6 +176,7 @@ demo:
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
 	$(dir $(PYTHON))remat info examples/resnet101-b16-500.json
 	$(dir $(PYTHON))remat curve examples/resnet101-b16-500.json --points 12
+	env -u PYTHONPATH -u REMAT_LIB -u REMAT_CLI $(PYTHON) examples/demo_train.py
 
 deps:
 	sh scripts/deps.sh
