@@ -67,10 +67,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a
 test: all $(TEST_BIN)
 	BUILD=$(BUILD) PYTHON=$(PYTHON) PYTHON_TESTS=$(if $(SAN),0,1) sh tests/run_tests.sh
 
-# The PyTorch tests again, on other CPU kernels than this CPU's (oneDNN off,
-# ATen's default CPU capability; tests/python/conftest.py): profiles, and the
-# limits the tests derive from them, change with the kernels, so a test that
-# holds on one CPU's kernels only fails here first.
+# The PyTorch tests marked `kernels` (convolutions, compiled code) again, on
+# other CPU kernels than this CPU's (oneDNN off, ATen's default CPU
+# capability; tests/python/conftest.py): profiles, and the limits the tests
+# derive from them, change with the kernels, so a test that holds on one
+# CPU's kernels only fails here first.
 test-plain-kernels: all
 	BUILD=$(BUILD) PYTHON=$(PYTHON) REMAT_TEST_KERNELS=plain sh tests/run_tests.sh
 

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs every test of the suite and prints one closing "N passed, N failed" line.
 # BUILD: build folder (build or build-asan); PYTHON_TESTS=0 skips the Python tests.
-# REMAT_TEST_KERNELS=plain: only the PyTorch tests, on other CPU kernels than
-# this CPU's (tests/python/conftest.py); the line goes to test-summary-plain.txt.
+# REMAT_TEST_KERNELS=plain: only the PyTorch tests marked `kernels`, on other CPU
+# kernels than this CPU's (tests/python/conftest.py); the closing line goes to
+# test-summary-plain.txt.
 BUILD=${BUILD:-build}
 KERNELS=${REMAT_TEST_KERNELS:-native}
 summary="$BUILD/test-summary.txt"
@@ -30,8 +31,8 @@ for t in tests/cli/test_*.sh; do
 done
 if [ "${PYTHON_TESTS:-1}" = 1 ] && ls tests/python/test_*.py >/dev/null 2>&1; then
     if [ "$KERNELS" = plain ]; then
-        echo "== python tests of remat.torch, plain kernels (oneDNN off, ATEN_CPU_CAPABILITY=default)"
-        set -- tests/python/test_torch_*.py
+        echo "== python tests marked kernels, on plain kernels (oneDNN off, ATEN_CPU_CAPABILITY=default)"
+        set -- -m kernels tests/python/test_torch_*.py
     else
         echo "== python tests"
         set --

@@ -240,6 +240,7 @@ def test_autocast_is_replayed_and_profiled():
     assert bf16.chain.stages[2]["saved_bytes"] < fp32.chain.stages[2]["saved_bytes"]
 
 
+@pytest.mark.kernels
 def test_dropout_and_batchnorm_as_plain():
     torch.manual_seed(0)
     model, args, kwargs = M.resnet50(image=32)

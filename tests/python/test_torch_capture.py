@@ -33,6 +33,7 @@ def test_linear_relu_stages_are_not_counted_twice():
     assert plain <= e.plain_peak <= 1.2 * plain
 
 
+@pytest.mark.kernels
 def test_depthwise_temporaries_are_measured_on_cpu():
     """ConvNeXt's depthwise-convolution backward allocates more than its
     activations: at the smallest feasible limit the step still fits."""
@@ -190,6 +191,7 @@ def test_capture_modes_can_be_forced():
         wrap(M.gated()[0], M.gated()[1], {}, capture="graph")
 
 
+@pytest.mark.kernels
 def test_buffers_updated_by_output_in_a_functional_graph():
     """Older torch exports a functional graph whose BatchNorm statistics come
     out as extra outputs (BUFFER_MUTATION): remat writes them back once per

@@ -10,6 +10,7 @@ from torch import nn
 import torchkit  # noqa: F401 (the switch)
 
 PLAIN = os.environ.get("REMAT_TEST_KERNELS") == "plain"
+pytestmark = pytest.mark.kernels
 
 
 def _kernels_of_a_conv_step():

@@ -44,7 +44,8 @@ def _offloading(w, algorithm, bandwidth=BANDWIDTH):
 
 
 @pytest.mark.parametrize("algorithm", OFFLOAD_ALGORITHMS)
-@pytest.mark.parametrize("name", ["gpt2", "resnet50", "pairnet"])
+@pytest.mark.parametrize("name", ["gpt2", pytest.param("resnet50", marks=pytest.mark.kernels),
+                                  "pairnet"])
 def test_offload_schedule_runs(name, algorithm):
     ref, w, args, kwargs = _model(name)
     e = _offloading(w, algorithm)
@@ -149,7 +150,7 @@ def _predicted_per_op(e):
             for st, a, f in zip(e.plan.steps, every.mem_during, fall.mem_during)]
 
 
-@pytest.mark.parametrize("name", ["gpt2", "resnet50"])
+@pytest.mark.parametrize("name", ["gpt2", pytest.param("resnet50", marks=pytest.mark.kernels)])
 def test_prediction_op_by_op(name):
     """The memory of every compute op (the peak between the executor reaching
     it and reaching the next step), measured, against the timed simulator's
