@@ -126,7 +126,7 @@ def bounds(w: rt.RematModule, algorithm: str = "optimal", bandwidth: Any = None
     plain with oneDNN on one CPU, 0.45 without), so tests take their limits
     from these, never as fixed fractions of plain. w keeps its settings."""
     cfg = w.remat_config
-    memory, before = cfg["memory"], cfg["algorithm"]
+    memory, before = cfg.memory, cfg.algorithm
     low = _smallest(w, algorithm, bandwidth)
     w.set_memory(memory, algorithm=before)
     return low, w.last_entry.plain_peak
