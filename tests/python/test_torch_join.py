@@ -52,6 +52,7 @@ def test_clip_text_and_vision_towers():
     assert "text_model (input_ids)" in w.remat_report()
 
 
+@pytest.mark.kernels  # convolutions
 def test_two_different_towers_run_in_any_order():
     check_join(jm.two_tower(), jm.per_layer, 2, False)
 
@@ -61,6 +62,7 @@ def test_siamese_shares_its_encoder_in_order():
     assert "share parameters" in w.remat_report()
 
 
+@pytest.mark.kernels  # convolutions
 def test_triplet_three_towers():
     check_join(jm.triplet(), jm.per_layer, 3, True)
 
@@ -72,6 +74,7 @@ def test_dropout_in_the_towers_runs_them_in_order():
     assert "random numbers" in w.remat_report() or "share parameters" in w.remat_report()
 
 
+@pytest.mark.kernels  # convolutions
 def test_join_beats_the_same_model_as_one_chain(monkeypatch):
     """The chain path (what remat ran before: the towers one after another
     in one chain) needs more memory at its smallest limit."""
@@ -122,6 +125,7 @@ def test_other_algorithms_flatten_the_towers():
         j.set_memory(1.0, algorithm="revolve")
 
 
+@pytest.mark.kernels  # convolutions
 def test_limit_below_the_smallest_names_it():
     m, args, kw = jm.two_tower(batch=4)
     w = wrap(m, args, kw)
