@@ -22,6 +22,7 @@ from . import cut as C
 from .export import export_model, first_difference
 from .held import HeldRegistry, KeepAlive, insert_register, registers_held
 from .measure import profile_graph
+from .moe import eager_grouped_calls, has_grouped_fallback, match_eager_grouped_mm
 from .nodes import CALL_OPS
 from .sdpa import EagerSdpa, eager_sdpa_calls, has_sdpa_mask, match_eager_sdpa, \
     sdpa_mask_requires_grad
@@ -60,6 +61,7 @@ class GraphProgram:
     path = "graph"
     compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
     held_acts: AbstractSet[fx.Node] = frozenset()  # activations held for the step (_cut)
+    grouped_mm = 0  # traced grouped-matmul fallbacks made eager's kernel (moe.py)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_sdpa: Sequence[EagerSdpa] = ()) -> None:
@@ -109,7 +111,11 @@ class GraphProgram:
         flat = pytree.tree_leaves((args, kwargs))
         eager = eager_sdpa_calls(model, args, kwargs) if has_sdpa_mask(ep.graph_module) \
             else []
-        return cls(ep, model, flat, max_stages, eager)
+        grouped = match_eager_grouped_mm(ep.graph_module, eager_grouped_calls(
+            model, args, kwargs)) if has_grouped_fallback(ep.graph_module) else 0
+        prog = cls(ep, model, flat, max_stages, eager)
+        prog.grouped_mm = grouped
+        return prog
 
     @property
     def device(self) -> torch.device:

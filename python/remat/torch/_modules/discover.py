@@ -133,6 +133,15 @@ class Block:
         self.in_slots, self.out_leaves = in_slots, out_leaves
 
 
+def distinct_modules(blocks: Sequence[Block]) -> List[nn.Module]:
+    """The blocks' modules, each once, in block order."""
+    out: List[nn.Module] = []
+    for b in blocks:
+        if not any(m is b.module for m in out):
+            out.append(b.module)
+    return out
+
+
 def set_slots(args: Args, kwargs: Kwargs, slots: Sequence[Any], values: Sequence[Any]
                ) -> Tuple[Args, Kwargs]:
     a, kw = list(args), dict(kwargs)
