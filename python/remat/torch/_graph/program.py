@@ -20,6 +20,7 @@ from .._tensors import (AutocastState, StorageKey, cuda_devices, detached_like, 
                         free_key, saving, storage_key, tensors_in)
 from . import cut as C
 from .export import export_model, first_difference
+from .guards import Guard, recording
 from .held import HeldRegistry, KeepAlive, insert_register, registers_held
 from .measure import profile_graph
 from .moe import eager_grouped_calls, has_grouped_fallback, match_eager_grouped_mm
@@ -62,6 +63,7 @@ class GraphProgram:
     compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
     held_acts: AbstractSet[fx.Node] = frozenset()  # activations held for the step (_cut)
     grouped_mm = 0  # traced grouped-matmul fallbacks made eager's kernel (moe.py)
+    guard: Optional[Guard] = None  # the Python state the capture read (guards.py)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_sdpa: Sequence[EagerSdpa] = ()) -> None:
@@ -107,7 +109,8 @@ class GraphProgram:
     @classmethod
     def capture(cls, model: torch.nn.Module, args: Args, kwargs: Kwargs,
                 max_stages: int) -> "GraphProgram":
-        ep = export_model(model, args, kwargs)
+        with recording(model) as rec:  # the Python state export reads (guards.py)
+            ep = export_model(model, args, kwargs)
         flat = pytree.tree_leaves((args, kwargs))
         eager = eager_sdpa_calls(model, args, kwargs) if has_sdpa_mask(ep.graph_module) \
             else []
@@ -115,6 +118,8 @@ class GraphProgram:
             model, args, kwargs)) if has_grouped_fallback(ep.graph_module) else 0
         prog = cls(ep, model, flat, max_stages, eager)
         prog.grouped_mm = grouped
+        prog.guard = rec.guard()
+        prog.guard.prune()  # (after the capture's own runs of the model)
         return prog
 
     @property
