@@ -38,9 +38,10 @@ from torch import nn
 
 _MISSING = object()
 _PLAIN = (bool, int, float, str, type(None), enum.Enum, torch.dtype, torch.device)
-# nn.Module's own attributes (_compiled_call_impl, hooks, ...): not the
-# model's settings; `training` is in the entry key already.
-_MODULE_OWN = frozenset(vars(nn.Module)) | {"training"}
+# nn.Module's own class attributes (_compiled_call_impl, call_super_init):
+# not the model's settings (unless an instance sets one: a flag named
+# `double`); `training` is in the entry key already.
+_MODULE_OWN = frozenset(vars(nn.Module))
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose attributes can be set
 
 
@@ -226,7 +227,8 @@ class _Recorder:
         self.patched = {}
 
     def note(self, obj: Any, name: str, v: Any) -> None:
-        if name.startswith("__") or (name in _MODULE_OWN and isinstance(obj, nn.Module)):
+        if name.startswith("__") or (isinstance(obj, nn.Module) and (
+                name == "training" or (name in _MODULE_OWN and name not in obj.__dict__))):
             return
         self.busy = True
         try:

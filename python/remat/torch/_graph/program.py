@@ -110,7 +110,16 @@ class GraphProgram:
     def capture(cls, model: torch.nn.Module, args: Args, kwargs: Kwargs,
                 max_stages: int) -> "GraphProgram":
         with recording(model) as rec:  # the Python state export reads (guards.py)
-            ep = export_model(model, args, kwargs)
+            try:
+                ep = export_model(model, args, kwargs)
+            except Exception as e:  # export raises many kinds
+                if not _data_dependent(e):
+                    raise
+                raise CaptureError(
+                    "data-dependent: the model's control flow or shapes depend on tensor values "
+                    "(an `if` on a tensor, per-expert token lists of a mixture of experts, "
+                    "nonzero, x[mask]), which one graph cannot hold (%s: %s)" % (
+                        type(e).__name__, (str(e).strip().splitlines() or [""])[0])) from e
         flat = pytree.tree_leaves((args, kwargs))
         eager = eager_sdpa_calls(model, args, kwargs) if has_sdpa_mask(ep.graph_module) \
             else []
@@ -418,6 +427,12 @@ class GraphReplay:
         finally:
             for x in mutated_clones:
                 step.free_storages.discard(free_key(x))
+
+
+def _data_dependent(e: BaseException) -> bool:
+    """Whether export failed on a value-dependent branch or shape (torch's
+    GuardOnDataDependentSymNode and DataDependentOutputException)."""
+    return any("DataDependent" in c.__name__ for c in type(e).__mro__)
 
 
 def _returns_loss(outputs: List[Any], spec: Any) -> bool:
