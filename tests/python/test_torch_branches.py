@@ -319,3 +319,28 @@ def test_experts_with_data_dependent_shapes_take_the_module_path_saying_why():
     assert "shapes depend on tensor values" in w.last_entry.info["why"]
     train_twins(ref, w, [(ids,), (torch.randint(0, 256, (2, 32)),)],
                 lambda args: {"labels": args[0]})
+
+
+def test_a_capacity_limited_router_routes_the_same_tokens_when_recomputed():
+    """Switch Transformers: each expert takes at most `expert_capacity` tokens
+    (64 tokens, 4 experts of 8: at least half the tokens are dropped) after router
+    jitter noise; its export fails (module path, where one dropout module is
+    two blocks of the run). Recomputations replay the RNG state, so they
+    drop the same tokens: gradients equal plain autograd's bit for bit."""
+    from transformers import (SwitchTransformersConfig,
+                              SwitchTransformersForConditionalGeneration)
+    cfg = SwitchTransformersConfig(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                   num_decoder_layers=2, num_heads=4, num_experts=4,
+                                   expert_capacity=8, encoder_sparse_step=1,
+                                   decoder_sparse_step=1, router_jitter_noise=0.01,
+                                   use_cache=False, decoder_start_token_id=0, pad_token_id=0)
+    torch.manual_seed(8)
+    model = SwitchTransformersForConditionalGeneration(cfg).train()
+    ids = torch.randint(0, 256, (2, 32))
+    ref, base = copies(model)
+    w = wrap(base, (ids,), {"labels": ids})
+    assert w.last_entry.info["path"] == "modules"
+    w.set_memory(limits(w)[0])
+    train_twins(ref, w, [(ids,), (torch.randint(0, 256, (2, 32)),)],
+                lambda args: {"labels": args[0]})
+    assert not w.last_entry.program.left_plan
