@@ -105,8 +105,9 @@ def test_a_value_dependent_branch_trains_through_batches_that_flip_it(kind, chan
 
 
 def test_a_block_module_called_at_two_places_of_the_run():
-    """One module (a shared activation) is two blocks of the run: its calls
-    are told apart by the order, in the profile and in the step."""
+    """One module (a shared activation) is two blocks of the run, and the
+    first block's module is called once before the run: its calls are told
+    apart by the order, in the profile and in the step."""
     class Shared(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -114,10 +115,11 @@ def test_a_block_module_called_at_two_places_of_the_run():
             self.act = nn.GELU()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
+            side = self.a(x).mean()  # not a block: nothing takes it on
             h = self.act(self.a(x))
             if h.mean() > 10:  # data-dependent: the module path
                 h = h * 2
-            return self.c(self.act(self.b(h))).sum()
+            return self.c(self.act(self.b(h))).sum() + side
 
     torch.manual_seed(2)
     model = Shared().train()
@@ -125,7 +127,7 @@ def test_a_block_module_called_at_two_places_of_the_run():
     ref, base = copies(model)
     w = wrap(base, (x,), {})
     names = [s.split(":", 1)[1] for s in w.last_entry.program.stage_names()]
-    assert names.count("act") == 2
+    assert names.count("act") == 2 and w.last_entry.program.blocks[0].nth == 1
     w.set_memory(limits(w)[0])
     train_twins(ref, w, [(x,), (torch.randn(16, 32),)])
     assert not w.last_entry.program.left_plan

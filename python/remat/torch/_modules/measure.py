@@ -67,9 +67,10 @@ def _block_inputs(model: nn.Module, blocks: List[Block], args: Args, kwargs: Kwa
     calls of the blocks' modules in the profiled order (a module may be
     several blocks; its other calls are not blocks)."""
     got: List[Tuple[Args, Kwargs]] = []
+    count: Dict[int, int] = {}
 
     def pre(m: nn.Module, a: Args, kw: Kwargs) -> None:
-        if len(got) < len(blocks) and blocks[len(got)].module is m:
+        if _is_next(blocks, len(got), m, count):
             got.append((detached(a), detached(kw)))
     handles = [m.register_forward_pre_hook(pre, with_kwargs=True)
                for m in distinct_modules(blocks)]
@@ -114,10 +115,10 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
     # module is that block's (in the profiled order), else None.
     nxt = [0]
     frames: List[Optional[Block]] = []
+    count: Dict[int, int] = {}
 
     def pre(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs) -> None:
-        blk = blocks[nxt[0]] if nxt[0] < len(blocks) and not any(frames) else None
-        blk = blk if blk is not None and blk.module is m else None
+        blk = blocks[nxt[0]] if _is_next(blocks, nxt[0], m, count) else None
         frames.append(blk)
         if blk is not None:
             nxt[0] += 1
@@ -137,6 +138,7 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
         n_ops[0] = 0
         nxt[0] = 0
         frames.clear()
+        count.clear()
         held_args.clear()
         part[0] = "prologue"
         with saving(frozenset(), seen=seen):
@@ -174,6 +176,14 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
             h.remove()
     return dict(sizes, time=sorted(times)[len(times) // 2], ops=n_ops[0], peak=meter.peak,
                 backward_peak=meter.peak_after_mark)
+
+
+def _is_next(blocks: List[Block], k: int, m: nn.Module, count: Dict[int, int]) -> bool:
+    """Whether this call of m (counted in `count`) is blocks[k]'s call, the
+    example's calls being those of the profile."""
+    n = count.get(id(m), 0)
+    count[id(m)] = n + 1
+    return k < len(blocks) and blocks[k].module is m and blocks[k].nth == n
 
 
 class BlockProbe(StageProbe):

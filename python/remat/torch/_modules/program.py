@@ -164,6 +164,7 @@ class ModuleReplay:
         self.frames: List[Optional[Block]] = []  # per hooked call running: its stage, or None
         self.left: Optional[str] = None  # why the step left the plan
         self.replaying = False        # a recomputation runs: its calls are no stages
+        self.count: Dict[int, int] = {}  # the calls of each block module so far
 
     def leave(self, step: Step, why: str) -> None:
         """The step's calls left the profile: stages next.. run plain."""
@@ -181,11 +182,17 @@ class ModuleReplay:
         skipped, another path between blocks) leaves the plan."""
         if self.left is not None or self.hooks is not None or self.replaying:
             return None
+        nth = self.count.get(id(mod), 0)
+        self.count[id(mod)] = nth + 1
         L = self.prog.n_stages
         blk = self.prog.blocks[self.next - 1] if self.next <= L else None
         if blk is not None and blk.module is mod:
-            if blk.index == 1 or _same(_slots_or_none(args, kwargs, blk.in_slots), self.out):
+            if blk.index == 1 and nth == blk.nth:  # (its module's call it was in the example)
                 return blk
+            if blk.index > 1 and _same(_slots_or_none(args, kwargs, blk.in_slots), self.out):
+                return blk
+            if blk.index == 1:
+                return None
             self.leave(step, "block %d (%s) did not receive what block %d returned: the code "
                        "between them took another path" % (blk.index, blk.name, blk.index - 1))
             return None
