@@ -31,7 +31,7 @@ import dis
 import enum
 import operator
 import types
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch import nn
@@ -185,7 +185,7 @@ class _Recorder:
         self.watched[id(obj)] = obj
         cls = type(obj)
         if not cls.__flags__ & _HEAPTYPE:  # a class of C code: its fields, snapshotted
-            for name, v in list(vars(obj).items()):
+            for name, v in list(getattr(obj, "__dict__", {}).items()):
                 if not name.startswith("__") and _is_plain(v):
                     self.reads.setdefault((id(obj), name), (obj, name, False, v))
             return
@@ -299,11 +299,3 @@ def entry_key(entries: Dict[Any, Any], key: Any) -> Any:
             return k
         i += 1
         k = (key, "guard", i)
-
-
-def iter_changes(entries: Dict[Any, Any], key: Any) -> Iterator[str]:
-    """What changed for the entry at `key` (for messages)."""
-    e = entries.get(key)
-    g = getattr(getattr(e, "program", None), "guard", None)
-    if g is not None:
-        yield from g.changes()
