@@ -19,8 +19,8 @@ from torch import nn
 import remat
 
 from ._budget import human
-from ._graph.guards import entry_key
 from ._config import Bandwidth, CacheSetting, Config, Memory, check_bandwidth, check_memory
+from ._graph.guards import entry_key
 from . import _prepare
 from ._prepare import Prepared, prepare, profiled
 from ._program import Args, Kwargs
