@@ -133,6 +133,34 @@ def test_a_block_module_called_at_two_places_of_the_run():
     assert not w.last_entry.program.left_plan
 
 
+def test_a_residual_read_by_a_later_block_is_saved_as_the_main_run_saved_it():
+    """BERT with a padding mask on the module path: its blocks are the layers'
+    parts, and a residual (what block j-1 received) is an argument of block
+    j+1, so it is held, and free of the hooks, only from block j+1 on. The
+    recomputation of block j must save it as block j's main run did (it once
+    raised "recomputing stage ... saved 6 tensors, the forward saved 9")."""
+    from transformers import BertConfig, BertForMaskedLM
+    torch.manual_seed(4)
+    cfg = BertConfig(vocab_size=101, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=32)
+    model = BertForMaskedLM(cfg).train()
+    ids = torch.randint(0, 101, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 10:] = 0
+    kw = {"attention_mask": mask, "labels": ids}
+    ref, base = copies(model)
+    w = wrap(base, (ids,), kw, capture="modules")
+    assert w.last_entry.info["path"] == "modules"
+    assert "bert.encoder.layer.0.attention.output" in [
+        s.split(":", 1)[1] for s in w.last_entry.program.stage_names()]
+    for limit in limits(w):
+        w.set_memory(limit)
+        train_twins(ref, w, [(ids,), (torch.randint(0, 101, (2, 16)),)],
+                    lambda args: dict(kw, labels=args[0]))
+        assert measured_peak(w, (ids,), kw) <= w.last_entry.limit
+    assert not w.last_entry.program.left_plan
+
+
 # -- flags on the graph path ------------------------------------------------------------------
 
 SHIFT = 0.0  # a global the forward reads

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -35,8 +35,8 @@ from .._executor import Step, boundary
 from .._offload import HostLink
 from .._program import Args, Kwargs, Profile
 from .._progress import Progress
-from .._tensors import (AutocastState, cuda_devices, detached, free_key, leave_no_trace,
-                        saving)
+from .._tensors import (AutocastState, FreeKey, cuda_devices, detached, free_key,
+                        leave_no_trace, saving)
 from .discover import (Block, distinct_modules, find_blocks, get_slots, set_slots,
                        tensor_slots)
 from .measure import profile_blocks
@@ -165,6 +165,11 @@ class ModuleReplay:
         self.left: Optional[str] = None  # why the step left the plan
         self.replaying = False        # a recomputation runs: its calls are no stages
         self.count: Dict[int, int] = {}  # the calls of each block module so far
+        # A held argument's storage -> the block whose call made it free (not
+        # saved by the hooks). A residual (block 3 reading what block 1
+        # returned) becomes free only at block 3: recomputing block 2 must
+        # save it as block 2's main run did.
+        self.free_from: Dict[FreeKey, int] = {}
 
     def leave(self, step: Step, why: str) -> None:
         """The step's calls left the profile: stages next.. run plain."""
@@ -226,7 +231,10 @@ class ModuleReplay:
         step.before_main(j)
         held = [(s, t) for s, t in tensor_slots(args, kwargs) if s not in blk.in_slots]
         for _, t in held:
-            step.free_storages.add(free_key(t))
+            key = free_key(t)
+            if key not in step.free_storages:
+                self.free_from[key] = j
+                step.free_storages.add(key)
             step.watch(t, "an argument of block %s" % blk.name)
         # The arguments recomputations read again; not the boundary (a[j-1]
         # comes from the schedule's store: holding it here would keep it).
@@ -275,12 +283,31 @@ class ModuleReplay:
                         out = blk.module(*args, **kwargs)
                     return [pytree.tree_leaves(out)[i].detach() for i in blk.out_leaves], None
                 saved: List[torch.Tensor] = []
-                with torch.enable_grad(), saving(step.free_storages, saved):
+                free = _FreeAt(step.free_storages, self.free_from, j)
+                with torch.enable_grad(), saving(free, saved):
                     out = blk.module(*args, **kwargs)
         finally:
             self.replaying = False
         leaves = pytree.tree_leaves(out)
         return [leaves[i].detach() for i in blk.out_leaves], saved
+
+
+class _FreeAt(AbstractSet[FreeKey]):
+    """The storages that were free when block j's main run saved its tensors:
+    `free` less those a later block's held arguments added."""
+
+    def __init__(self, free: AbstractSet[FreeKey], free_from: Dict[FreeKey, int], j: int
+                 ) -> None:
+        self.free, self.free_from, self.j = free, free_from, j
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.free and self.free_from.get(cast(FreeKey, key), 0) <= self.j
+
+    def __iter__(self) -> Iterator[FreeKey]:
+        return (k for k in self.free if self.free_from.get(k, 0) <= self.j)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 @contextlib.contextmanager
