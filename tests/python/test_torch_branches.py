@@ -5,6 +5,7 @@ mixtures of experts on the graph path. Every model here is new to the tests
 an unwrapped twin."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import warnings
 from typing import Any, List
@@ -288,6 +289,25 @@ def test_the_guard_ignores_state_the_forward_changes():
     assert g.holds() and "calls" not in {r[1] for r in g.reads}
     train_twins(ref, w, [(x,), (x,), (x,)])
     assert len(w._remat_entries) == 1
+
+
+def test_a_deep_copy_guards_its_own_model():
+    """A flag changed on a deep copy of the wrapped model changes the copy's
+    result, not the original's; the guards' checks (compiled at their first
+    call, over the objects they watch) are not shared."""
+    torch.manual_seed(6)
+    x = torch.randn(8, 32)
+    ref, base = copies(FlagNet().train())
+    w = wrap(base, (x,), {})
+    g = w.last_entry.program.guard
+    assert g.holds()
+    c = copy.deepcopy(w)
+    for m in (ref, c._remat_model):
+        m.blocks[0].double = True
+    same_step(ref, c, (x,), {})
+    assert c.last_entry.program.guard.holds() and g.holds()
+    c._remat_model.blocks[0].double = False
+    assert not c.last_entry.program.guard.holds() and g.holds()
 
 
 # -- mixtures of experts on the graph path ----------------------------------------------------

@@ -9,9 +9,10 @@ value it had then. Plain PyTorch reads them again at every call, so after
 So the capture records those reads (recording(): while export runs, the
 `__getattribute__` and `__getattr__` of the model's modules' classes, and of
 the config-like objects they hand out, note every attribute read on those
-objects), and every call checks them (Guard.holds(), cheap: one
-attrgetter per object). The entry lookup treats a change as another input
-(a new capture, profile and solve), never as the old graph.
+objects), and every call checks them (Guard.holds(), cheap: one compiled
+expression, a lookup and a comparison per value). The entry lookup treats a
+change as another input (a new capture, profile and solve), never as the old
+graph.
 
 What is guarded: values of plain type (bool, int, float, str, None, enums,
 dtypes, devices, and tuples or lists of them) compared by value; submodules
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import dis
 import enum
-import operator
+import keyword
 import types
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -74,31 +75,62 @@ class Guard:
         self._build()
 
     def _build(self) -> None:
-        """Per place the values live (_source), one getter over its guarded
-        names: an itemgetter on a dict, an attrgetter on the object."""
+        """Per place the values live (_source), its guarded names: a dict's
+        keys or the object's attributes."""
         groups: Dict[Tuple[int, bool], Tuple[Any, bool, List[str], List[Any]]] = {}
         for obj, name, ident, value in self.reads:
             src = _source(obj, name)
             _, _, names, values = groups.setdefault((id(src), ident), (src, src is not obj, [], []))
             names.append(name)
             values.append(value)
-        self.checks: List[Tuple[Any, Callable[[Any], Any], Tuple[Any, ...], bool]] = []
-        for (_, ident), (src, is_dict, names, values) in groups.items():
-            get = operator.itemgetter(*names) if is_dict else operator.attrgetter(*names)
-            self.checks.append((src, _as_tuple(get, len(names)), tuple(values), ident))
+        self.groups = [(src, is_dict, names, values, ident)
+                       for (_, ident), (src, is_dict, names, values) in groups.items()]
+        self._check: Optional[Callable[[], bool]] = None
+
+    def _compile(self) -> Callable[[], bool]:
+        """holds()'s test as one Python expression over the guarded places
+        (`s3["flag"] is w3_0 and ...`): no loop, no tuple per call."""
+        env: Dict[str, Any] = {"_MISSING": _MISSING}
+        terms = []
+        for i, (src, is_dict, names, values, ident) in enumerate(self.groups):
+            env["s%d" % i] = src
+            for k, (name, value) in enumerate(zip(names, values)):
+                w = "w%d_%d" % (i, k)
+                env[w] = value
+                if is_dict:
+                    get = "s%d[%r]" % (i, name)
+                elif name.isidentifier() and not keyword.iskeyword(name):
+                    get = "s%d.%s" % (i, name)
+                else:
+                    get = "getattr(s%d, %r)" % (i, name)
+                terms.append("%s is %s" % (get, w) if ident
+                             else "((v := %s) is %s or v == %s)" % (get, w, w))
+        for i, (g, name, value) in enumerate(self.globals):
+            env["g%d" % i], env["gw%d" % i] = g, value
+            terms.append("g%d.get(%r, _MISSING) == gw%d" % (i, name, i))
+        code = "def holds():\n    return bool(%s)\n" % (" and ".join(terms) or "True")
+        exec(compile(code, "<remat guard>", "exec"), env)
+        check: Callable[[], bool] = env["holds"]
+        return check
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # The compiled test closes over this model's objects: a deep copy or
+        # a pickle compiles its own.
+        state = dict(self.__dict__)
+        state["_check"] = None
+        return state
 
     def __len__(self) -> int:
         return len(self.reads) + len(self.globals)
 
     def holds(self) -> bool:
         """Whether every value read at capture is unchanged (runs every call)."""
+        if self._check is None:
+            self._check = self._compile()
         try:
-            for src, get, want, ident in self.checks:
-                if not (all(map(operator.is_, get(src), want)) if ident else get(src) == want):
-                    return False
+            return self._check()
         except (AttributeError, KeyError):  # an attribute deleted since
             return False
-        return all(g.get(n, _MISSING) == v for g, n, v in self.globals)
 
     @staticmethod
     def _same(obj: Any, name: str, ident: bool, want: Any) -> bool:
@@ -125,18 +157,20 @@ class Guard:
 
 
 def _source(obj: Any, name: str) -> Any:
-    """Where obj.name lives: the instance's __dict__, a module's _modules
-    (read from there in C; nn.Module finds submodules in its Python
-    __getattr__, after a failed lookup), or obj itself (class attributes,
+    """Where obj.name lives: the instance's __dict__, a module's _modules,
+    _parameters or _buffers (read from there in C; nn.Module finds them in
+    its Python __getattr__, after a failed lookup), or obj itself (class attributes,
     properties: read through getattr)."""
     d = getattr(obj, "__dict__", None)
     if d is None or _descriptor(type(obj), name):
         return obj
     if name in d:
         return d
-    subs = d.get("_modules")
-    if isinstance(obj, nn.Module) and isinstance(subs, dict) and name in subs:
-        return subs
+    if isinstance(obj, nn.Module):  # (a bias of None lives in _parameters)
+        for where in ("_modules", "_parameters", "_buffers"):
+            subs = d.get(where)
+            if isinstance(subs, dict) and name in subs:
+                return subs
     return obj
 
 
@@ -147,13 +181,6 @@ def _descriptor(cls: type, name: str) -> bool:
         if name in c.__dict__:
             return hasattr(c.__dict__[name], "__set__")
     return False
-
-
-def _as_tuple(get: Callable[[Any], Any], n: int) -> Callable[[Any], Any]:
-    """A getter of one name returns the value itself: a 1-tuple then."""
-    if n > 1:
-        return get
-    return lambda src: (get(src),)
 
 
 def _short(v: Any) -> str:
