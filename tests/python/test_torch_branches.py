@@ -162,6 +162,26 @@ def test_a_residual_read_by_a_later_block_is_saved_as_the_main_run_saved_it():
     assert not w.last_entry.program.left_plan
 
 
+def test_an_encoder_decoder_on_the_module_path_recomputes_as_its_forward_ran():
+    """T5 on the module path: one dropout module is two blocks (the encoder's
+    first and last), two blocks save nothing (dropout 0), and its
+    self-attention gives other last bits under no_grad. A recomputation runs
+    with grad as the main run did (saving nothing when the schedule keeps
+    nothing), and a boundary's backward after the step let go of its saved
+    tensors does nothing."""
+    import models as M
+    torch.manual_seed(5)
+    model, args, kwargs = M.t5(layers=2, width=64, seq=16)
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs, capture="modules")
+    names = [s.split(":", 1)[1] for s in w.last_entry.program.stage_names()]
+    assert names.count("encoder.dropout") == 2
+    for limit in limits(w):
+        w.set_memory(limit)
+        train_twins(ref, w, [args, args], kwargs)
+        assert measured_peak(w, args, kwargs) <= w.last_entry.limit
+
+
 # -- flags on the graph path ------------------------------------------------------------------
 
 SHIFT = 0.0  # a global the forward reads

@@ -461,8 +461,8 @@ class Step:
     def stage_backward_done(self, j: int, over: bool = True) -> None:
         """Stage j's backward is over (over=False: its last saved tensor is
         unpacked, its last nodes may still run): carry out the schedule's B j."""
-        if not self.in_pass or j > self.n:
-            return
+        if not self.in_pass or j > self.n or self.released:
+            return  # (released: no saved tensor is left for the stages before j)
         if self.left_after is not None:
             self._done_off_plan(j)
             return

@@ -170,6 +170,7 @@ class ModuleReplay:
         # returned) becomes free only at block 3: recomputing block 2 must
         # save it as block 2's main run did.
         self.free_from: Dict[FreeKey, int] = {}
+        self.needs_grad: Dict[int, List[bool]] = {}
 
     def leave(self, step: Step, why: str) -> None:
         """The step's calls left the profile: stages next.. run plain."""
@@ -229,6 +230,9 @@ class ModuleReplay:
             ins = boundary(step, 0, ins)
             args, kwargs = set_slots(args, kwargs, blk.in_slots, ins)
         step.before_main(j)
+        # which of a[j-1] required grad: a recomputation gives them the same
+        # (kernels choose by it: SDPA's backend, matmul's folding)
+        self.needs_grad[j] = [isinstance(t, torch.Tensor) and t.requires_grad for t in ins]
         held = [(s, t) for s, t in tensor_slots(args, kwargs) if s not in blk.in_slots]
         for _, t in held:
             key = free_key(t)
@@ -272,24 +276,23 @@ class ModuleReplay:
                   ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
         blk = self.prog.blocks[j - 1]
         dargs, dkwargs, snaps = self.calls[j]
-        ins = [t.detach().requires_grad_(keep and t.is_floating_point())
-               if isinstance(t, torch.Tensor) else t for t in a_prev]
+        needs = self.needs_grad.get(j, [])
+        ins = [t.detach().requires_grad_(k < len(needs) and needs[k])
+               if isinstance(t, torch.Tensor) else t for k, t in enumerate(a_prev)]
         args, kwargs = set_slots(dargs, dkwargs, blk.in_slots, ins)
         self.replaying = True  # (a recomputation in the forward reaches the hooks)
+        saved: List[torch.Tensor] = []
+        free = _FreeAt(step.free_storages, self.free_from, j)
         try:
-            with _buffers_as(blk.module, snaps):
-                if not keep:
-                    with torch.no_grad():
-                        out = blk.module(*args, **kwargs)
-                    return [pytree.tree_leaves(out)[i].detach() for i in blk.out_leaves], None
-                saved: List[torch.Tensor] = []
-                free = _FreeAt(step.free_storages, self.free_from, j)
-                with torch.enable_grad(), saving(free, saved):
-                    out = blk.module(*args, **kwargs)
+            # With grad, as the main run: under no_grad some kernels differ in
+            # the last bits (T5's self-attention on CPU). keep=False saves nothing.
+            with _buffers_as(blk.module, snaps), torch.enable_grad(), \
+                    saving(free, saved, keep=keep):
+                out = blk.module(*args, **kwargs)
         finally:
             self.replaying = False
         leaves = pytree.tree_leaves(out)
-        return [leaves[i].detach() for i in blk.out_leaves], saved
+        return [leaves[i].detach() for i in blk.out_leaves], saved if keep else None
 
 
 class _FreeAt(AbstractSet[FreeKey]):
