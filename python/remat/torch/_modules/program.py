@@ -35,8 +35,8 @@ from .._executor import Step, boundary
 from .._offload import HostLink
 from .._program import Args, Kwargs, Profile
 from .._progress import Progress
-from .._tensors import (AutocastState, FreeKey, cuda_devices, detached, free_key,
-                        leave_no_trace, saving)
+from .._tensors import (AutocastState, FreeKey, cuda_devices, free_key, leave_no_trace,
+                        saving)
 from .discover import (Block, distinct_modules, find_blocks, get_slots, set_slots,
                        tensor_slots)
 from .measure import profile_blocks
@@ -242,7 +242,8 @@ class ModuleReplay:
             step.watch(t, "an argument of block %s" % blk.name)
         # The arguments recomputations read again; not the boundary (a[j-1]
         # comes from the schedule's store: holding it here would keep it).
-        dargs, dkwargs = set_slots(detached(args), detached(kwargs), blk.in_slots,
+        # (requiring grad as they did: what autograd saves depends on it)
+        dargs, dkwargs = set_slots(_detached_alike(args), _detached_alike(kwargs), blk.in_slots,
                                    [None] * len(blk.in_slots))
         self.calls[j] = (dargs, dkwargs, [b.detach().clone() for b in blk.module.buffers()])
         # (after the block, only the buffers it changed keep their snapshot)
@@ -293,6 +294,12 @@ class ModuleReplay:
             self.replaying = False
         leaves = pytree.tree_leaves(out)
         return [leaves[i].detach() for i in blk.out_leaves], saved if keep else None
+
+
+def _detached_alike(x: Any) -> Any:
+    """x with every tensor detached, requiring grad where it did."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.detach().requires_grad_(t.requires_grad),
+                                x)
 
 
 class _FreeAt(AbstractSet[FreeKey]):
