@@ -4,8 +4,14 @@ blocks the model calls in sequence (discover.py).
 
 The code before the run (embeddings) and after it (head, loss) runs as
 usual, and what it keeps is counted as held. The other tensor arguments of
-the blocks (masks, rotary tables, a time embedding) are read again, as held
-values, by recomputations.
+the blocks (masks, rotary tables, a time embedding, a residual) are read
+again, as held values, by recomputations.
+
+Recomputing. A block runs again as its main run ran: with grad, its inputs
+and held values requiring grad where they did (what autograd saves, and some
+kernels' last bits, depend on both), saving what the main run saved (a held
+value a later block made free is saved again: _FreeAt), or nothing when the
+schedule keeps nothing.
 
 Running. The model's own forward runs; hooks on the blocks carry out the
 schedule around each call (ModuleReplay, one per step), exactly as the graph
