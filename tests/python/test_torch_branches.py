@@ -206,6 +206,25 @@ def test_a_held_argument_requiring_grad_is_recomputed_requiring_grad():
         assert measured_peak(w, args, kwargs) <= w.last_entry.limit
 
 
+def test_an_in_place_block_is_recomputed_on_an_input_that_is_no_leaf():
+    """A block that is an in-place ReLU (DenseNet's): its recomputation's
+    input requires grad, as in the forward, and is no leaf (autograd refuses
+    an in-place op on a leaf that requires grad)."""
+    torch.manual_seed(7)
+    layers: List[nn.Module] = []
+    for _ in range(6):
+        layers += [nn.Linear(64, 64), nn.ReLU(inplace=True)]
+    model = nn.Sequential(*layers, nn.Linear(64, 4)).train()
+    x = torch.randn(32, 64)
+    ref, base = copies(model)
+    w = wrap(base, (x,), {}, capture="modules")
+    lims = limits(w)
+    for limit in lims:
+        w.set_memory(limit)
+        assert recomputes(w.last_entry.schedule) or limit > lims[0]
+        train_twins(ref, w, [(x,), (torch.randn(32, 64),)])
+
+
 # -- flags on the graph path ------------------------------------------------------------------
 
 SHIFT = 0.0  # a global the forward reads

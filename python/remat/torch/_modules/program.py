@@ -286,7 +286,6 @@ class ModuleReplay:
         needs = self.needs_grad.get(j, [])
         ins = [t.detach().requires_grad_(k < len(needs) and needs[k])
                if isinstance(t, torch.Tensor) else t for k, t in enumerate(a_prev)]
-        args, kwargs = set_slots(dargs, dkwargs, blk.in_slots, ins)
         self.replaying = True  # (a recomputation in the forward reaches the hooks)
         saved: List[torch.Tensor] = []
         free = _FreeAt(step.free_storages, self.free_from, j)
@@ -295,6 +294,8 @@ class ModuleReplay:
             # the last bits (T5's self-attention on CPU). keep=False saves nothing.
             with _buffers_as(blk.module, snaps), torch.enable_grad(), \
                     saving(free, saved, keep=keep):
+                # not leaves, as in the main run (an in-place ReLU block)
+                args, kwargs = set_slots(dargs, dkwargs, blk.in_slots, boundary(None, j - 1, ins))
                 out = blk.module(*args, **kwargs)
         finally:
             self.replaying = False
