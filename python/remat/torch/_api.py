@@ -20,6 +20,7 @@ import remat
 
 from ._budget import human
 from ._config import Bandwidth, CacheSetting, Config, Memory, check_bandwidth, check_memory
+from ._graph.guards import entry_key
 from . import _prepare
 from ._prepare import Prepared, prepare, profiled
 from ._program import Args, Kwargs
@@ -170,6 +171,7 @@ class RematModule(nn.Module):
 
     def _entry(self, args: Args, kwargs: Kwargs) -> Prepared:
         key = self._key(args, kwargs)
+        key = entry_key(self._remat_entries, key)  # a changed flag: another entry
         entry = self._remat_entries.get(key)
         if entry is not None:
             return entry

@@ -24,6 +24,13 @@ autograd ever asks for a stage out of the schedule's order (a pruned
 `inputs=` backward, two graphs interleaved, a second backward with
 retain_graph), the executor recomputes what it needs from the nearest
 checkpoint: results stay exact, only time and memory move off the plan.
+
+Leaving the plan. A model whose calls change from one step to the next (the
+module path; a branch on tensor values skips a block or calls another) tells
+the step where it left the profiled calls (leave_plan): what ran after runs
+as plain autograd, and the backward recomputes the stages run before it
+from the checkpoints the forward kept, off the plan. Exact as ever; the
+step's memory is then no longer the plan's.
 """
 from __future__ import annotations
 
@@ -147,6 +154,8 @@ class Step:
         self.forward_over = False
         self._fpos = 0
         self._kept_main: List[torch.Tensor] = []
+        # Set by leave_plan: the last stage the plan ran (the rest ran plain).
+        self.left_after: Optional[int] = None
         # The offload ops' copies, when the plan has some and a host link is given.
         self.copies: Optional[StepCopies] = None
         if link is not None and any(st.kind in OFFLOAD_OPS for st in plan.steps):
@@ -240,8 +249,25 @@ class Step:
         self._frees(st)
         self._fpos += 1
 
+    def leave_plan(self, m: int) -> None:
+        """The model's calls left the profile after stage m (stages m+1..L
+        will not run as stages): what follows runs as plain autograd, and the
+        backward recomputes stages 1..m off the plan (_off_plan), exactly."""
+        if self.left_after is not None:
+            return
+        self.left_after = m
+        if m > 0:
+            self.store.pop(("a", m), None)  # only stage m + 1 would have read it
+        if self.copies is not None:  # what is on the host is copied back when read
+            self.copies.enabled = False
+
     def finish_forward(self) -> None:
         """The model's forward is over: the schedule's remaining forward ops."""
+        if self.left_after is not None:
+            self.forward_over = True
+            if self.live_handles == 0:
+                self.release()
+            return
         ops = self.forward_ops()
         while self._fpos < len(ops):
             self._apply(ops[self._fpos])
@@ -389,7 +415,9 @@ class Step:
         self.pos = self.plan.first_backward
         self.n_unpacked = {}
         self.bwd_done = [False] * (self.n + 1)
-        if self.passes > 0:  # a second backward (retain_graph): replay from a[0]
+        if self.passes > 0 and self.left_after is not None:
+            self.store = {("a", 0): self._input()}  # off the plan: from a[0]
+        elif self.passes > 0:  # a second backward (retain_graph): replay from a[0]
             if self.copies is not None:  # off the plan: everything stays on the device
                 self.copies.enabled = False
             self.store = {("a", 0): self._input()}
@@ -404,6 +432,8 @@ class Step:
             return stored
         if j in self.extra:
             return self.extra[j]
+        if self.left_after is not None:
+            return self._off_plan(j)
         steps = self.plan.steps
         while self.pos < len(steps):
             st = steps[self.pos]
@@ -431,7 +461,10 @@ class Step:
     def stage_backward_done(self, j: int, over: bool = True) -> None:
         """Stage j's backward is over (over=False: its last saved tensor is
         unpacked, its last nodes may still run): carry out the schedule's B j."""
-        if not self.in_pass or j > self.n:
+        if not self.in_pass or j > self.n or self.released:
+            return  # (released: no saved tensor is left for the stages before j)
+        if self.left_after is not None:
+            self._done_off_plan(j)
             return
         if self.bwd_done[j]:
             if over:
@@ -465,6 +498,15 @@ class Step:
             self.pos += 1
         if self.pos < len(steps) and steps[self.pos].kind == "B":
             self.copies.before(steps[self.pos].pos)
+
+    def _done_off_plan(self, j: int) -> None:
+        """Stage j's backward is over, off the plan: what only it read goes."""
+        if j > (self.left_after or 0):
+            return
+        self.store.pop(("abar", j), None)
+        self.extra.pop(j, None)
+        if j > 1:
+            self.store.pop(("a", j - 1), None)
 
     def _off_plan(self, j: int) -> _Abar:
         """abar[j] from the nearest held checkpoint below j."""

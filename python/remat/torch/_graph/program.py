@@ -20,8 +20,10 @@ from .._tensors import (AutocastState, StorageKey, cuda_devices, detached_like, 
                         free_key, saving, storage_key, tensors_in)
 from . import cut as C
 from .export import export_model, first_difference
+from .guards import Guard, recording
 from .held import HeldRegistry, KeepAlive, insert_register, registers_held
 from .measure import profile_graph
+from .moe import eager_grouped_calls, has_grouped_fallback, match_eager_grouped_mm
 from .nodes import CALL_OPS
 from .sdpa import EagerSdpa, eager_sdpa_calls, has_sdpa_mask, match_eager_sdpa, \
     sdpa_mask_requires_grad
@@ -60,6 +62,8 @@ class GraphProgram:
     path = "graph"
     compiled = 0  # stages whose graphs torch.compile runs (compile_stages)
     held_acts: AbstractSet[fx.Node] = frozenset()  # activations held for the step (_cut)
+    grouped_mm = 0  # traced grouped-matmul fallbacks made eager's kernel (moe.py)
+    guard: Optional[Guard] = None  # the Python state the capture read (guards.py)
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_sdpa: Sequence[EagerSdpa] = ()) -> None:
@@ -105,11 +109,27 @@ class GraphProgram:
     @classmethod
     def capture(cls, model: torch.nn.Module, args: Args, kwargs: Kwargs,
                 max_stages: int) -> "GraphProgram":
-        ep = export_model(model, args, kwargs)
+        with recording(model) as rec:  # the Python state export reads (guards.py)
+            try:
+                ep = export_model(model, args, kwargs)
+            except Exception as e:  # export raises many kinds
+                if not _data_dependent(e):
+                    raise
+                raise CaptureError(
+                    "data-dependent: the model's control flow or shapes depend on tensor values "
+                    "(an `if` on a tensor, per-expert token lists of a mixture of experts, "
+                    "nonzero, x[mask]), which one graph cannot hold (%s: %s)" % (
+                        type(e).__name__, (str(e).strip().splitlines() or [""])[0])) from e
         flat = pytree.tree_leaves((args, kwargs))
         eager = eager_sdpa_calls(model, args, kwargs) if has_sdpa_mask(ep.graph_module) \
             else []
-        return cls(ep, model, flat, max_stages, eager)
+        grouped = match_eager_grouped_mm(ep.graph_module, eager_grouped_calls(
+            model, args, kwargs)) if has_grouped_fallback(ep.graph_module) else 0
+        prog = cls(ep, model, flat, max_stages, eager)
+        prog.grouped_mm = grouped
+        prog.guard = rec.guard()
+        prog.guard.prune()  # (after the capture's own runs of the model)
+        return prog
 
     @property
     def device(self) -> torch.device:
@@ -407,6 +427,12 @@ class GraphReplay:
         finally:
             for x in mutated_clones:
                 step.free_storages.discard(free_key(x))
+
+
+def _data_dependent(e: BaseException) -> bool:
+    """Whether export failed on a value-dependent branch or shape (torch's
+    GuardOnDataDependentSymNode and DataDependentOutputException)."""
+    return any("DataDependent" in c.__name__ for c in type(e).__mro__)
 
 
 def _returns_loss(outputs: List[Any], spec: Any) -> bool:

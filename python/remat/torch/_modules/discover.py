@@ -124,13 +124,25 @@ def _longest_run(calls: List[_Call]) -> List[int]:
 
 
 class Block:
-    """Stage j: a block, which of its argument slots are the boundary, and
-    which output leaves make a[j]."""
+    """Stage j: a block, which of its argument slots are the boundary, which
+    output leaves make a[j], and which call of its module it was in the
+    example (`nth`, from 0: a module may be called before its block call,
+    or be several blocks)."""
 
     def __init__(self, index: int, module: nn.Module, name: str, in_slots: List[Any],
-                 out_leaves: List[int]) -> None:
+                 out_leaves: List[int], nth: int = 0) -> None:
         self.index, self.module, self.name = index, module, name
         self.in_slots, self.out_leaves = in_slots, out_leaves
+        self.nth = nth
+
+
+def distinct_modules(blocks: Sequence[Block]) -> List[nn.Module]:
+    """The blocks' modules, each once, in block order."""
+    out: List[nn.Module] = []
+    for b in blocks:
+        if not any(m is b.module for m in out):
+            out.append(b.module)
+    return out
 
 
 def set_slots(args: Args, kwargs: Kwargs, slots: Sequence[Any], values: Sequence[Any]
@@ -167,8 +179,9 @@ def find_blocks(model: nn.Module, args: Args, kwargs: Kwargs) -> List[Block]:
             out_leaves = [j for j, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         in_slots = [s for s, _ in _links(calls[run[k - 1]], c)] if k else \
             [s for s, t in tensor_slots(c.args, c.kwargs) if t.is_floating_point()][:1]
+        nth = sum(1 for d in calls[:i] if d.module is c.module)
         blocks.append(Block(k + 1, c.module, c.name or type(c.module).__name__,
-                            in_slots, out_leaves))
+                            in_slots, out_leaves, nth))
     for a, b in zip(blocks, blocks[1:]):
         if a.module is b.module:
             raise CaptureError("block %s is called twice in a row; remat needs distinct "

@@ -18,7 +18,7 @@ from .._program import Args, CaptureError, Kwargs, Profile
 from .._progress import Progress
 from .._tensors import (dense_bytes, detached, free_key, keys_of, saving, tensors_in,
                         unique_bytes)
-from .discover import Block, get_slots, set_slots, tensor_slots
+from .discover import Block, distinct_modules, get_slots, set_slots, tensor_slots
 
 
 def profile_blocks(model: nn.Module, blocks: List[Block], device: torch.device, args: Args,
@@ -63,11 +63,17 @@ def profile_blocks(model: nn.Module, blocks: List[Block], device: torch.device, 
 
 def _block_inputs(model: nn.Module, blocks: List[Block], args: Args, kwargs: Kwargs
                   ) -> List[Tuple[Args, Kwargs]]:
-    """Each block's arguments on the example (no grad, state untouched)."""
+    """Each block's arguments on the example (no grad, state untouched): the
+    calls of the blocks' modules in the profiled order (a module may be
+    several blocks; its other calls are not blocks)."""
     got: List[Tuple[Args, Kwargs]] = []
-    handles = [b.module.register_forward_pre_hook(
-        lambda m, a, kw: got.append((detached(a), detached(kw))), with_kwargs=True)
-        for b in blocks]
+    count: Dict[int, int] = {}
+
+    def pre(m: nn.Module, a: Args, kw: Kwargs) -> None:
+        if _is_next(blocks, len(got), m, count):
+            got.append((detached(a), detached(kw)))
+    handles = [m.register_forward_pre_hook(pre, with_kwargs=True)
+               for m in distinct_modules(blocks)]
     try:
         with torch.no_grad():
             model(*args, **kwargs)
@@ -75,7 +81,7 @@ def _block_inputs(model: nn.Module, blocks: List[Block], args: Args, kwargs: Kwa
         for h in handles:
             h.remove()
     if len(got) != len(blocks):
-        raise CaptureError("the blocks were called %d times, %d expected" % (
+        raise CaptureError("%d of the %d blocks were called in the profiled order" % (
             len(got), len(blocks)))
     return got
 
@@ -105,17 +111,24 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
         if free_key(t) not in free:
             saved[part[0]].append(t.detach())
 
-    def pre(blk: Block) -> Any:
-        def hook(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs) -> None:
+    # The calls of the blocks' modules: each is the next block when its
+    # module is that block's (in the profiled order), else None.
+    nxt = [0]
+    frames: List[Optional[Block]] = []
+    count: Dict[int, int] = {}
+
+    def pre(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs) -> None:
+        blk = blocks[nxt[0]] if _is_next(blocks, nxt[0], m, count) else None
+        frames.append(blk)
+        if blk is not None:
+            nxt[0] += 1
             part[0] = "blocks"
             held_args.extend(t for s, t in tensor_slots(a, kw) if s not in blk.in_slots)
-        return hook
 
-    def post(blk: Block) -> Any:
-        def hook(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs, o: Any) -> None:
-            if blk.index == len(blocks):
-                part[0] = "epilogue"
-        return hook
+    def post(m: nn.Module, a: Tuple[Any, ...], kw: Kwargs, o: Any) -> None:
+        blk = frames.pop() if frames else None
+        if blk is not None and blk.index == len(blocks):
+            part[0] = "epilogue"
 
     sizes: Dict[str, int] = {}
 
@@ -123,6 +136,9 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
         for k in saved:
             saved[k] = []
         n_ops[0] = 0
+        nxt[0] = 0
+        frames.clear()
+        count.clear()
         held_args.clear()
         part[0] = "prologue"
         with saving(frozenset(), seen=seen):
@@ -143,9 +159,9 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
                                 inputs=[q for q in params.values() if q.requires_grad])
         return out
     handles = []
-    for b in blocks:
-        handles.append(b.module.register_forward_pre_hook(pre(b), with_kwargs=True))
-        handles.append(b.module.register_forward_hook(post(b), with_kwargs=True))
+    for mod in distinct_modules(blocks):
+        handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(mod.register_forward_hook(post, with_kwargs=True))
     times = []
     try:
         for _ in range(max(1, repeat)):
@@ -160,6 +176,14 @@ def _plain(model: nn.Module, blocks: List[Block], device: torch.device, args: Ar
             h.remove()
     return dict(sizes, time=sorted(times)[len(times) // 2], ops=n_ops[0], peak=meter.peak,
                 backward_peak=meter.peak_after_mark)
+
+
+def _is_next(blocks: List[Block], k: int, m: nn.Module, count: Dict[int, int]) -> bool:
+    """Whether this call of m (counted in `count`) is blocks[k]'s call, the
+    example's calls being those of the profile."""
+    n = count.get(id(m), 0)
+    count[id(m)] = n + 1
+    return k < len(blocks) and blocks[k].module is m and blocks[k].nth == n
 
 
 class BlockProbe(StageProbe):
