@@ -2,7 +2,7 @@
 
 A profile is a remat chain file (remat-chain-1) whose "profile" metadata
 holds what the chain cannot (the key it was measured under, the stage names,
-held bytes, Fall overheads, what is held in the backward only, the stages
+held bytes, what is held in the backward only, the stages
 compile=True runs eager, the measured host link). Its name is a hash of the
 key: the program's own key (code, shapes, dtypes, devices, autocast), the
 profile's format version, torch's and remat's versions.
@@ -20,7 +20,7 @@ import remat
 
 from ._config import CacheSetting
 
-PROFILE_VERSION = 3  # bump when what a profile measures changes: old cache files go stale
+PROFILE_VERSION = 4  # bump when what a profile measures changes: old cache files go stale
 
 
 def cache_dir(cache: CacheSetting) -> Optional[str]:

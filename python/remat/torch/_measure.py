@@ -8,16 +8,18 @@ as a[i-1]) and everything held anyway (parameters, buffers, inputs, held
 values); and the temporary memory of its operations, measured by PeakMeter
 (allocator statistics on CUDA, the profiler's allocation events on CPU):
 
-    fwd_overhead = max(peak keeping all - abar[i], peak keeping none - a[i])
-    bwd_overhead = peak of the backward - bytes of the input's gradient
+    fwd_overhead  = peak keeping none - a[i]       (Fn, Fck)
+    fall_overhead = peak keeping all - abar[i]     (Fall)
+    bwd_overhead  = peak of the backward - bytes of the input's gradient
 
-so that the SPEC's figure for an op (held + what it adds + overhead) bounds
-what the op really takes, whichever way the schedule runs it. The first
-term alone (fall_overhead, kept in the chain's profile metadata) is what a
-Fall really adds: predictions use it for Fall ops (see _budget). Parameter
-gradients are computed in each backward (as autograd.grad returns them) and
-count as temporaries, as they are when .grad already exists and autograd
-adds into it.
+so that the SPEC's figure for each op (held + what it adds + its own
+overhead) bounds what the op really takes. Each op has its own figure in
+the chain (SPEC section 1, `fall_overhead`): a stage whose intermediates are
+all alive at once (attention) holds them as temporaries when it keeps none,
+and as saved tensors when it keeps all, so one figure for both would count
+them twice in Fall. Parameter gradients are computed in each backward (as
+autograd.grad returns them) and count as temporaries, as they are when
+.grad already exists and autograd adds into it.
 
 What the chain's stages cannot hold is counted as held for the whole step
 (`step_reserve`): the RNG states the executor keeps for random stages and
@@ -136,7 +138,7 @@ def through_boundary(leaves: List[torch.Tensor]) -> List[torch.Tensor]:
 def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bool = False,
             loss_output: bool = False) -> Dict[str, Any]:
     """The chain fields of one stage (times in ms, sizes in bytes), plus
-    "held_outputs" and "fall_overhead" for the caller to take out. With
+    "held_outputs" for the caller to take out. With
     outputs_held (the model's outputs: the caller holds them through the
     backward, so they are counted as held), a[i] is empty and the outputs'
     storages count neither in abar[i] nor in the overheads; d[i] is the
@@ -188,8 +190,8 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     return {"name": run.name, "fwd_time": statistics.median(f_ms),
             "bwd_time": statistics.median(b_ms), "out_bytes": int(a_bytes),
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
-            "fwd_overhead": int(max(0, ovh_keep, ovh_none)), "bwd_overhead": int(max(0, ovh_bwd)),
-            "held_outputs": int(held_out), "fall_overhead": int(max(0, ovh_keep))}
+            "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
+            "bwd_overhead": int(max(0, ovh_bwd)), "held_outputs": int(held_out)}
 
 
 def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool

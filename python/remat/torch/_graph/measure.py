@@ -78,7 +78,6 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
     free = {free_key(v) for v in env.values() if isinstance(v, torch.Tensor)}
     device = device_of(feeds.values())
     out: List[Dict[str, Any]] = []
-    fall: List[int] = []
     held_bytes = 0
     with torch.random.fork_rng(devices=cuda_devices(feeds.values())):
         prev: Sequence[fx.Node] = prog.input_acts
@@ -87,7 +86,6 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
             info = measure(run, repeat, device, outputs_held=not st.boundary,
                            loss_output=prog.returns_loss)
             held_bytes += info.pop("held_outputs")
-            fall.append(info.pop("fall_overhead"))
             out.append(info)
             for o, v in run.last.items():  # the values the next stages read
                 env[o] = pytree.tree_map_only(
@@ -110,8 +108,7 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
     backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in backward_held)
     held_bytes += step_reserve(device, sum(1 for st in prog.stages if st.random), len(prog.calls))
-    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, fall + [0],
-                   backward_held)
+    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, backward_held)
 
 
 def shared_param_grads(prog: "GraphProgram", feeds: Dict[fx.Node, Any],
