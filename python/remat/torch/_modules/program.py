@@ -211,7 +211,7 @@ class ModuleReplay:
                     out = blk.module(*args, **kwargs)
                 return [pytree.tree_leaves(out)[i].detach() for i in blk.out_leaves], None
             saved: List[torch.Tensor] = []
-            with torch.enable_grad(), saving(step.free_storages, saved):
+            with torch.enable_grad(), saving(step.free_storages, saved, keeps=step.keeps):
                 out = blk.module(*args, **kwargs)
         leaves = pytree.tree_leaves(out)
         return [leaves[i].detach() for i in blk.out_leaves], saved
