@@ -28,7 +28,9 @@ the peak of that forward above it, bwd_overhead the peak of the backward,
 which runs the stage again for what was not kept, above d[i-1], and
 bwd_time that backward's time plus what the forward's recording of the
 kept outputs added to fwd_time (an option's forward time is the stage's in
-the chain, and every Fall i/k is followed by its B i).
+the chain, and every Fall i/k is followed by its B i). bwd_overhead is at
+least what the full save's B holds beyond the option's abar: B makes again
+what was not kept first.
 
 What the chain's stages cannot hold is counted as held for the whole step
 (`step_reserve`): the RNG states the executor keeps for random stages and
@@ -44,7 +46,7 @@ import torch
 
 from ._executor import boundary
 from ._memory import PeakMeter
-from ._saves import SAVES, PartialSave, both, fill
+from ._saves import SAVES, PartialSave, both, enabled, fill
 from ._tensors import MISSING, FreeKey, dense_bytes, free_key, keys_of, saving, sync, unique_bytes
 
 # Counted as held: room for the step's small tensors no stage measures (the
@@ -282,7 +284,7 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
         del res, seeds
     a_bytes, saved_bytes, grad_bytes, held_out = sizes
     options = []
-    if run.partial_saves and saved_bytes > a_bytes:
+    if run.partial_saves and enabled() and saved_bytes > a_bytes:
         options = _partial_saves(run, n, device, outputs_held, loss_output,
                                  statistics.median(f_ms))
     with PeakMeter(device) as m:
@@ -313,6 +315,12 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
             "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
             "bwd_overhead": int(max(0, ovh_bwd)), "held_outputs": int(held_out)}
     if options:
+        # B i of a partial save makes again what the save did not keep, then
+        # runs the full save's backward: it holds at least that much (the
+        # runs measured apart differ by a small tensor or two)
+        for o in options:
+            floor = int(saved_bytes) - o["saved_bytes"] + max(0, int(ovh_bwd), int(ovh_keep))
+            o["bwd_overhead"] = max(o["bwd_overhead"], floor)
         info["options"] = options
     return info
 

@@ -20,10 +20,14 @@ A saved tensor left for `B i` is `MISSING` in the list of what the stage
 saved; the first unpack of one runs the stage again and fills them all.
 The same classes serve the profile (_measure) and the training step
 (_executor), so what is measured is what runs.
+
+`REMAT_PARTIAL_SAVES=0` in the environment turns them off: profiles then
+have no options (and their own cache key), as before issue 24.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, ContextManager, Dict, Iterator, List, Optional, Set
 
 import torch
@@ -33,6 +37,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ._tensors import MISSING, FreeKey, free_key
 
 SAVES = ("matmuls", "input")
+
+
+def enabled() -> bool:
+    """Whether profiles measure partial saves (REMAT_PARTIAL_SAVES, default on)."""
+    return os.environ.get("REMAT_PARTIAL_SAVES", "1").strip().lower() not in (
+        "0", "no", "off", "false")
 
 _aten = torch.ops.aten
 SAVE_OPS = frozenset(
