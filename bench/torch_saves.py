@@ -10,9 +10,9 @@ For each model (built from a config, random weights, nothing downloaded):
   remat        remat.torch.checkpoint with partial saves (the default)
   remat-full   the same with REMAT_PARTIAL_SAVES=0 (full saves only)
 
-remat's two points are at its smallest accepted limit (the one an
-InfeasibleError names, then given to set_memory) and at hf-gc's measured
-peak. Peaks: remat.torch.PeakMeter around one training step (parameter
+remat's points are at its smallest accepted limit (the one an
+InfeasibleError names, then given to set_memory) and at hf-gc's and
+hf-sac's measured peaks. Peaks: remat.torch.PeakMeter around one training step (parameter
 gradients allocated before it). Step times: forward + backward + SGD step,
 medians of --rounds interleaved rounds (every point once per round, in a
 new random order), with the spread.
@@ -69,7 +69,8 @@ def wrap(model, args, kwargs, options):
             os.environ["REMAT_PARTIAL_SAVES"] = old
 
 
-def point(family, setting, model, args, kwargs, limit=None):
+def point(family, setting, model, args, kwargs, limit=None, state=None):
+    """A point; remat's share `state` (the limit its model was last set to)."""
     cp = P.Copy(model, model.parameters())
 
     def run():
@@ -77,9 +78,9 @@ def point(family, setting, model, args, kwargs, limit=None):
         return out.loss, out
 
     def prepare():
-        if limit is not None and cp.state != limit:
+        if state is not None and state.get("limit") != limit:
             model.set_memory(limit)
-            cp.state = limit
+            state["limit"] = limit
     pt = P.Point(family, setting, cp, run, prepare if limit is not None else None)
     pt.limit = limit
     return pt
@@ -97,16 +98,17 @@ def run_model(name, a, log):
         P.hf_checkpointing(m, 1, sac)
         points.append(point(fam, "every layer", m, args, kwargs))
     P.warm(points, device, 1, log)
-    hf = points[1].peak
+    peers = [(pt.family, pt.peak) for pt in points[1:] if pt.status == "ok"]
     for fam, options in (("remat", True), ("remat-full", False)):
         w = wrap(model, args, kwargs, options)
         low = P.min_limit(w, "optimal")
         n_opt = sum(1 for st in w.last_entry.chain.stages if st.get("options"))
         log("  %s: %d stages, %d with partial saves, smallest limit %.3f MiB" % (
             fam, w.last_entry.chain.n - 1, n_opt, low / MIB))
-        mine = [point(fam, "smallest", w, args, kwargs, low)]
-        if hf >= low:
-            mine.append(point(fam, "at hf-gc", w, args, kwargs, hf))
+        state = {}
+        mine = [point(fam, "smallest", w, args, kwargs, low, state)]
+        mine += [point(fam, "at " + peer, w, args, kwargs, peak, state)
+                 for peer, peak in peers if peak >= low]
         P.warm(mine, device, 1, log)
         for pt in mine:
             pt.prepare()
