@@ -45,7 +45,8 @@ nice make -s -C "$T/ref" -j2 BUILD="$T/ref-build" "$T/ref-build/remat" >"$T/ref-
     { tail -n 20 "$T/ref-make.log"; exit 2; }
 OLD="$T/ref-build/remat"
 if [ -z "$NEW" ]; then
-    nice make -s -j2 build/remat >"$T/new-make.log" 2>&1 || { tail -n 20 "$T/new-make.log"; exit 2; }
+    nice make -s -j2 build/remat >"$T/new-make.log" 2>&1 ||
+        { tail -n 20 "$T/new-make.log"; exit 2; }
     NEW="$ROOT/build/remat"
 fi
 echo "reference: $OLD ($(git rev-parse --short "$REF"))"
@@ -69,7 +70,8 @@ cap() { # $1 kind, $2 algorithm
     esac
 }
 
-ALGS="optimal optimal-slots0 revolve sequential store-all exact pofo offload-only opportunist autocapper"
+ALGS="optimal optimal-slots0 revolve sequential store-all exact
+      pofo offload-only opportunist autocapper"
 # The options that select $1. optimal-slots0: optimal in exact bytes, with a
 # 1 GiB table cap so that two runs side by side stay within a small
 # machine's memory (a table over it is narrowed by bounds, or refused).

@@ -239,7 +239,15 @@ static void schedule_calls(reader *r, remat_schedule *s) {
               (back.option == op.option || op.kind > REMAT_OP_B));
     remat_schedule *grown = NULL;
     CHECK(remat_schedule_create(byte(r) & 1 ? NULL : "fuzz", &grown, &e) == REMAT_OK);
-    for (int k = 0; k < 3; k++) CHECK(remat_schedule_push(grown, op, &e) == REMAT_OK);
+    /* an op without a text (kind or value outside its enum) is refused: no
+     * document could hold it (issue 23) */
+    int has_text = op.kind <= REMAT_OP_WAIT && op.value <= REMAT_VALUE_ABAR;
+    for (int k = 0; k < 3; k++) {
+        remat_status ps = remat_schedule_push(grown, op, &e);
+        CHECK(ps == (has_text ? REMAT_OK : REMAT_E_INPUT));
+        if (ps != REMAT_OK) check_error(ps, &e);
+    }
+    CHECK(grown->n_ops == (has_text ? 3u : 0u));
     remat_schedule_free(grown);
     /* Pushing onto a hand-made schedule must never write past its array. */
     if (s->cap == 16 && s->ops && s->n_ops < s->cap) status_ok(remat_schedule_push(s, op, &e), &e);

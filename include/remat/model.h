@@ -13,7 +13,9 @@
 extern "C" {
 #endif
 
-/* Sizes and times must be finite, >= 0, and sizes < 2^53 (SPEC section 3). */
+/* Sizes and times must be finite, >= 0, and sizes < 2^53 (SPEC section 3);
+ * n times the sum of all fwd_time and bwd_time must not pass half the largest
+ * double, so that no schedule's time overflows (docs/formats.md). */
 #define REMAT_MAX_BYTES ((uint64_t)1 << 53)
 /* A chain may have at most this many stages (loss included). */
 #define REMAT_MAX_STAGES 100000u
@@ -77,8 +79,11 @@ REMAT_API uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i);    /* d[
  * caller keeps its own arrays). grad_bytes of stage i < n is taken as given
  * (pass out_bytes for the default); the loss stage's grad_bytes is ignored
  * (the seed has size 0); a stage with has_fall_overhead == 0 gets
- * fall_overhead = fwd_overhead. On success *out owns a new chain: free it
- * with remat_chain_free(). On failure *out is NULL. */
+ * fall_overhead = fwd_overhead. Names (the chain's, NULL for "", each
+ * stage's and option's) must be valid UTF-8 and NUL-terminated within their
+ * fields: a longer one is refused, never cut short. The times must not add
+ * up past the limit of docs/formats.md. On success *out owns a new chain:
+ * free it with remat_chain_free(). On failure *out is NULL. */
 REMAT_API remat_status remat_chain_create(const char *name, uint64_t input_bytes,
                                           uint64_t input_grad_bytes, const remat_stage *stages,
                                           size_t n, remat_chain **out, remat_error *err);

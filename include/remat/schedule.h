@@ -51,9 +51,14 @@ typedef struct remat_schedule {
     remat_op *ops;  /* [n_ops] */
 } remat_schedule;
 
-/* New empty schedule; free with remat_schedule_free(). */
+/* New empty schedule; free with remat_schedule_free(). An algorithm name of
+ * REMAT_ALGORITHM_MAX bytes or more is refused (REMAT_E_INPUT), never cut. */
 REMAT_API remat_status remat_schedule_create(const char *algorithm, remat_schedule **out,
                                              remat_error *err);
+/* Appends op. REMAT_E_INPUT for a kind that is not a remat_op_kind or a value
+ * that is not a remat_value_kind (such an op has no text, so no document
+ * could hold it); whether the op makes sense for a chain is the simulator's
+ * to judge. */
 REMAT_API remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err);
 REMAT_API void remat_schedule_free(remat_schedule *s);
 

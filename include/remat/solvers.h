@@ -119,13 +119,16 @@ REMAT_API remat_status remat_curve_compute(const remat_chain *c, const remat_sol
                                            size_t max_points, remat_curve **out, remat_error *err);
 REMAT_API void remat_curve_free(remat_curve *curve);
 
-/* Peak bytes and time of plain autograd (store-all). */
+/* Peak bytes and time of plain autograd (store-all), whatever their size
+ * (the peak of a valid chain may pass 2^53 bytes; it is below 2^62). */
 REMAT_API remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes,
                                             double *time, remat_error *err);
 
 /* Smallest memory limit in bytes for which the algorithm finds a schedule
  * (optimal: from its min-peak recurrence; others: bisection over solves,
- * refused up front like a solve when estimated above max_seconds). */
+ * refused up front like a solve when estimated above max_seconds).
+ * REMAT_E_INFEASIBLE when no limit below 2^53 bytes works (a valid chain
+ * may need more): err->min_memory is then what would, when known, else 0. */
 REMAT_API remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
                                         uint64_t *out, remat_error *err);
 

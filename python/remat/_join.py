@@ -21,6 +21,8 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_siz
 from typing import Any, Tuple
 
 from . import _lib
+from ._chain import Chain
+from ._convert import _int, _options, _path, _read_text, _real, _text, _write_text
 from ._curves import Curve, _Curve
 from ._lib import call as _call
 
@@ -147,7 +149,6 @@ class JoinSchedule:
 
     @classmethod
     def from_ops(cls, ops: Iterable[str], algorithm: str = "hand") -> JoinSchedule:
-        from . import _text
         ptr = ctypes.POINTER(_Schedule)()
         _call(_lib.lib.remat_hjoin_schedule_create, _text(algorithm, "algorithm"),
               ctypes.byref(ptr))
@@ -160,7 +161,6 @@ class JoinSchedule:
 
     @classmethod
     def from_json(cls, text: str, source: str = "<string>") -> JoinSchedule:
-        from . import _text
         if not isinstance(text, str):
             raise TypeError("schedule text: expected a str, got %s" % type(text).__name__)
         ptr = ctypes.POINTER(_Schedule)()
@@ -171,7 +171,6 @@ class JoinSchedule:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> JoinSchedule:
-        from . import _path, _read_text
         return cls.from_json(_read_text(path), os.fsdecode(_path(path)))
 
     def to_json(self) -> str:
@@ -181,7 +180,6 @@ class JoinSchedule:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the schedule atomically: on failure the old file is kept."""
-        from . import _write_text
         _write_text(path, self.to_json())
 
     def __reduce__(self) -> Tuple[Any, Tuple[str]]:
@@ -299,7 +297,6 @@ class JoinProblem:
     def __init__(self, branches: Iterable[Mapping[str, Any]], turn: Mapping[str, Any],
                  name: str = "join", time_unit: str = "ms",
                  meta: Mapping[str, Any] | None = None) -> None:
-        from . import _text
         _text(name, "name")
         _text(time_unit, "time_unit")
         doc: dict[str, Any] = {"format": "remat-join-2", "name": name, "time_unit": time_unit,
@@ -308,7 +305,6 @@ class JoinProblem:
 
     @staticmethod
     def _parse(text: str, source: str) -> ctypes._Pointer[_HJoin]:
-        from . import _text
         if not isinstance(text, str):
             raise TypeError("join text: expected a str, got %s" % type(text).__name__)
         ptr = ctypes.POINTER(_HJoin)()
@@ -337,7 +333,6 @@ class JoinProblem:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> JoinProblem:
-        from . import _path, _read_text
         return cls.from_json(_read_text(path), os.fsdecode(_path(path)))
 
     def to_json(self) -> str:
@@ -349,7 +344,6 @@ class JoinProblem:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the problem atomically: on failure the old file is kept."""
-        from . import _write_text
         _write_text(path, self.to_json() + "\n")
 
     def __reduce__(self) -> Tuple[Any, Tuple[str]]:
@@ -390,7 +384,6 @@ class JoinProblem:
         return "<remat.JoinProblem %r: %d branches (%s stages)>" % (self.name, self.k, shape)
 
     def _chain(self, fn: Any, *args: Any) -> Any:
-        from . import Chain
         ptr = ctypes.POINTER(_lib.ChainStruct)()
         _call(fn, self._ptr, *args, ctypes.byref(ptr))
         c = Chain.__new__(Chain)
@@ -405,7 +398,6 @@ class JoinProblem:
 
     def branch_chain(self, b: int) -> Any:
         """Branch b (from 1) as a remat.Chain ending in an empty stage."""
-        from . import _int
         return self._chain(_lib.lib.remat_hjoin_branch_chain, _int(b, "branch", 0, 1 << 30))
 
     # -- solving -------------------------------------------------------------
@@ -413,7 +405,6 @@ class JoinProblem:
     @staticmethod
     def _options(memory: Any, slots: int | None, threads: int,
                  max_seconds: float | None) -> _lib.SolveOptions:
-        from . import _options, _real
         o = _options(memory, "optimal", slots, None, threads)
         if max_seconds is not None:
             secs = _real(max_seconds, "max_seconds")
@@ -451,7 +442,6 @@ class JoinProblem:
               max_seconds: float | None = None) -> Curve:
         """Time against memory from the smallest limit to the store-all peak
         (or `memory`), from one table; `points` caps the points (0: all)."""
-        from . import _int
         o = self._options(memory, slots, threads, max_seconds)
         ptr = ctypes.POINTER(_Curve)()
         _call(_lib.lib.remat_hjoin_curve, self._ptr, ctypes.byref(o),

@@ -152,7 +152,7 @@ def _plot(args: Sequence[str]) -> int:
     except (OSError, ValueError) as e:
         _fail("%s: cannot write the picture: %s" % (ns.output, e))
     try:
-        from . import _write_bytes
+        from ._convert import _write_bytes
         _write_bytes(ns.output, buf.getvalue())
     except _lib.RematError as e:
         _fail(str(e))

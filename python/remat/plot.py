@@ -31,8 +31,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from . import Chain, JoinProblem, Schedule, _read_text, curve as _curve, \
-    join_curve as _join_curve, parse_size, store_all_cost, timeline as _timeline
+from . import Chain, JoinProblem, Schedule, curve as _curve, join_curve as _join_curve, \
+    parse_size, store_all_cost, timeline as _timeline
+from ._convert import _read_text
 from ._join import join_problem
 from ._curves import LANES, SECONDS_PER_UNIT, PathLike
 

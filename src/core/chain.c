@@ -54,6 +54,10 @@ static remat_status check_option(const remat_stage *s, const char *src, size_t i
     REMAT__RETURN_IF(!memchr(o->name, '\0', sizeof o->name), err, REMAT_E_INPUT,
                      "%s: stages[%zu].options[%zu].name: not terminated within %d bytes", src, i,
                      k, REMAT_OPTION_NAME_MAX);
+    size_t bad = remat__utf8_invalid_at(o->name);
+    REMAT__RETURN_IF(bad != SIZE_MAX, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].options[%zu].name: not valid UTF-8 (byte %zu is 0x%02X)", src,
+                     i, k, bad, (unsigned)(unsigned char)o->name[bad]);
     REMAT__FORWARD(check_time(o->bwd_time, src, i, option_field(f, sizeof f, k, "bwd_time"), err));
     REMAT__FORWARD(
         check_bytes(o->saved_bytes, src, i, option_field(f, sizeof f, k, "saved_bytes"), err));
@@ -68,9 +72,26 @@ static remat_status check_option(const remat_stage *s, const char *src, size_t i
     return REMAT_OK;
 }
 
+/* A name as the writer will put it in JSON: NUL-terminated within
+ * REMAT_NAME_MAX bytes (never cut short) and valid UTF-8. */
+static remat_status check_name(const char *name, const char *src, const char *field,
+                               remat_error *err) {
+    REMAT__RETURN_IF(!memchr(name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
+                     "%s: %s: longer than the limit of %d bytes", src, field,
+                     REMAT_NAME_MAX - 1);
+    size_t bad = remat__utf8_invalid_at(name);
+    REMAT__RETURN_IF(bad != SIZE_MAX, err, REMAT_E_INPUT,
+                     "%s: %s: not valid UTF-8 (byte %zu is 0x%02X)", src, field, bad,
+                     (unsigned)(unsigned char)name[bad]);
+    return REMAT_OK;
+}
+
 /* Validates one stage (index i counts from 0, as in the JSON array). */
 remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t i,
                                    remat_error *err) {
+    char field[48];
+    snprintf(field, sizeof field, "stages[%zu].name", i);
+    REMAT__FORWARD(check_name(s->name, src, field, err));
     REMAT__FORWARD(check_time(s->fwd_time, src, i, "fwd_time", err));
     REMAT__FORWARD(check_time(s->bwd_time, src, i, "bwd_time", err));
     REMAT__FORWARD(check_bytes(s->out_bytes, src, i, "out_bytes", err));
@@ -132,10 +153,15 @@ static remat_status check_chain(const char *src, uint64_t input_bytes, uint64_t 
         total += stages[i].fwd_time + stages[i].bwd_time;
         for (size_t k = 0; k < stages[i].n_options; k++) total += stages[i].options[k].bwd_time;
     }
-    /* Each time is finite, but their sum may not be: then no time computed
-     * from this chain could be written or compared. */
-    REMAT__RETURN_IF(!isfinite(total), err, REMAT_E_INPUT,
-                     "%s: stages: the times add up to more than the largest finite number", src);
+    /* Each time is finite, but a schedule's sum may not be: a solver may run
+     * each forward up to n times (the quadratic plan), so every time a
+     * schedule can take is at most n x total. Half the largest double leaves
+     * room for rounding in any order of summation. */
+    REMAT__RETURN_IF(!(total * (double)n <= REMAT__MAX_CHAIN_TIME), err, REMAT_E_INPUT,
+                     "%s: stages: the times (fwd_time + bwd_time) add up to %g; times %zu "
+                     "stages (a schedule may run each forward that often) that passes %g, half "
+                     "the largest double",
+                     src, total, n, REMAT__MAX_CHAIN_TIME);
     REMAT__RETURN_IF(!total_fits(input_bytes, input_grad_bytes, stages, n), err, REMAT_E_INPUT,
                      "%s: stages: the sizes add up to 2^62 bytes or more", src);
     return REMAT_OK;
@@ -152,6 +178,7 @@ remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_
     for (size_t i = 0; i < c->n; i++)
         REMAT__RETURN_IF(!memchr(c->stages[i].name, '\0', REMAT_NAME_MAX), err, REMAT_E_INPUT,
                          "%s: stages[%zu].name is not terminated", who, i);
+    REMAT__FORWARD(check_name(c->name, who, "name", err));
     REMAT__FORWARD(check_chain(who, c->input_bytes, c->input_grad_bytes, c->stages, c->n, err));
     REMAT__RETURN_IF(c->stages[c->n - 1].grad_bytes != 0, err, REMAT_E_INPUT,
                      "%s: stages[%zu].grad_bytes: the loss' gradient (the seed) must be 0", who,
@@ -193,7 +220,14 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
                                 uint64_t input_grad_bytes, remat_stage *stages, size_t n,
                                 remat_chain **out, remat_error *err) {
     *out = NULL;
-    remat_status s = check_chain(src, input_bytes, input_grad_bytes, stages, n, err);
+    /* the name is copied into c->name: refused, never cut short */
+    remat_status s = !name || strlen(name) < REMAT_NAME_MAX
+                         ? REMAT_OK
+                         : remat__fail(err, REMAT_E_INPUT,
+                                       "%s: name: %zu bytes long, more than the limit of %d", src,
+                                       strlen(name), REMAT_NAME_MAX - 1);
+    if (s == REMAT_OK && name) s = check_name(name, src, "name", err);
+    if (s == REMAT_OK) s = check_chain(src, input_bytes, input_grad_bytes, stages, n, err);
     remat_chain *c = s == REMAT_OK ? calloc(1, sizeof *c) : NULL;
     if (s == REMAT_OK && !c) s = remat__fail(err, REMAT_E_NOMEM, "chain: out of memory");
     if (s != REMAT_OK) {
@@ -201,7 +235,6 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
         return s;
     }
     for (size_t i = 0; i < n; i++) {
-        stages[i].name[REMAT_NAME_MAX - 1] = '\0';
         if (!stages[i].has_fall_overhead) stages[i].fall_overhead = stages[i].fwd_overhead;
         stages[i].has_fall_overhead = stages[i].has_fall_overhead != 0;
         if (!stages[i].n_options) {

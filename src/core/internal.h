@@ -3,6 +3,7 @@
 #ifndef REMAT_INTERNAL_H
 #define REMAT_INTERNAL_H
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,6 +68,11 @@ remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err);
 remat_status remat__read_file_max(const char *path, size_t max, char **out, size_t *len,
                                   remat_error *err);
 
+/* A chain's times, summed (fwd_time + bwd_time over its stages) and
+ * multiplied by its stage count, must stay at or below this: half the
+ * largest double (docs/formats.md). */
+#define REMAT__MAX_CHAIN_TIME (DBL_MAX / 2)
+
 /* Validates a chain like remat_chain_create (`src`, e.g. a file name, heads
  * the messages) and hands it `stages` (n entries, malloc'd) without a copy:
  * on success the chain owns them, on failure they are freed (chain.c). */
@@ -120,7 +126,16 @@ remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_
 remat_status remat__schedule_validate(const remat_schedule *s, const char *who, remat_error *err);
 remat_status remat__join_problem_validate(const void *p, const char *who, remat_error *err);
 
-/* Number of worker threads to use for a request of `want` (0 = online cores). */
+/* No solver runs more workers than this, whatever it is asked for
+ * (remat_solve_options.threads may ask for up to REMAT_MAX_THREADS). */
+#define REMAT__MAX_WORKERS 64u
+/* Number of worker threads to use for a request of `want` (0 = online
+ * cores), at most REMAT__MAX_WORKERS. */
 unsigned remat__threads(unsigned want);
+
+/* Offset of the first byte of text that does not start a valid UTF-8
+ * sequence (overlong forms, surrogates and code points past U+10FFFF are
+ * invalid), or SIZE_MAX when text is valid UTF-8. */
+size_t remat__utf8_invalid_at(const char *text);
 
 #endif

@@ -6,6 +6,11 @@
 
 remat_status remat_schedule_create(const char *algorithm, remat_schedule **out, remat_error *err) {
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_create: out is NULL");
+    *out = NULL;
+    /* copied into a fixed field: refused, never cut short */
+    REMAT__RETURN_IF(algorithm && strlen(algorithm) >= REMAT_ALGORITHM_MAX, err, REMAT_E_INPUT,
+                     "remat_schedule_create: algorithm: %zu bytes long, more than the limit of %d",
+                     strlen(algorithm), REMAT_ALGORITHM_MAX - 1);
     *out = calloc(1, sizeof **out);
     REMAT__RETURN_IF(!*out, err, REMAT_E_NOMEM, "schedule: out of memory");
     remat__strlcpy((*out)->algorithm, algorithm ? algorithm : "", REMAT_ALGORITHM_MAX);
@@ -27,6 +32,13 @@ remat_status remat__schedule_validate(const remat_schedule *s, const char *who,
 
 remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err) {
     REMAT__RETURN_IF(!s, err, REMAT_E_INPUT, "remat_schedule_push: schedule is NULL");
+    /* only ops that have a text: the writer and the reader must agree */
+    REMAT__RETURN_IF(op.kind > REMAT_OP_WAIT, err, REMAT_E_INPUT,
+                     "remat_schedule_push: op kind %u is not a remat_op_kind (0..%d)",
+                     (unsigned)op.kind, (int)REMAT_OP_WAIT);
+    REMAT__RETURN_IF(op.value > REMAT_VALUE_ABAR, err, REMAT_E_INPUT,
+                     "remat_schedule_push: op value %u is not a remat_value_kind (0..%d)",
+                     (unsigned)op.value, (int)REMAT_VALUE_ABAR);
     /* Only schedules grown here (cap set by this function) can grow. */
     REMAT__RETURN_IF(s->n_ops > s->cap || (s->cap && !s->ops), err, REMAT_E_INPUT,
                      "remat_schedule_push: the schedule's n_ops/cap/ops are inconsistent");

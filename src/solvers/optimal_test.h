@@ -23,8 +23,6 @@ typedef enum remat__opt_prune {
 remat_status remat__solve_optimal_ex(const remat_chain *c, const remat_solve_options *o, int prune,
                                      size_t *cells, remat_schedule **out, remat_error *err);
 
-/* The slot of limit mem with `slots` slots (1: exact bytes). */
-uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
 /* The min-peak needs lo(s, t) in exact bytes, an n x n array (lo(s, t) at
  * [(s-1)n + t-1] for s <= t; free() it). */
 remat_status remat__optimal_needs(const remat_chain *c, uint64_t **out, remat_error *err);

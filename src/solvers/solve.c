@@ -20,9 +20,7 @@ static double estimate_optimal(const remat_chain *c, const remat_solve_options *
     return n * n / 2 * (n / 3) * 0.7 * slots * 2.5e-10;
 }
 static double estimate_revolve(const remat_chain *c, const remat_solve_options *o) {
-    (void)o;
-    double n = (double)c->n;
-    return n * n / 2 * (n / 3) * 500 * 3e-10;
+    return remat__revolve_estimate(c, o); /* its bounds and DP, estimated in revolve.c */
 }
 /* pofo's own DP: fitted on resnet101 (L = 35, 1.25 s) and resnet1001 (L = 338, 70 s) */
 static double estimate_pofo_dp(const remat_chain *c, const remat_solve_options *o) {
@@ -30,11 +28,17 @@ static double estimate_pofo_dp(const remat_chain *c, const remat_solve_options *
     double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
     return 2.3e-3 * pow(n, 1.77) * pow(values / 50, 1.1);
 }
-static double estimate_pofo(const remat_chain *c, const remat_solve_options *o) {
-    return estimate_pofo_dp(c, o) + estimate_optimal(c, o);
-}
+/* offload-only (pofo runs it too): no faster below 50 values, and past ~150
+ * stages it grows faster than pofo's fit (random chains, issue 23: 250
+ * stages 4 s, 500 stages 50 s, 2000 past 300 s; docs/bounded.md) */
 static double estimate_offload_only(const remat_chain *c, const remat_solve_options *o) {
-    return estimate_pofo_dp(c, o) / 20;
+    double n = (double)c->n;
+    double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
+    double vo = values > 50 ? values : 50;
+    return 2.3e-3 * pow(n, 1.77) * pow(vo / 50, 1.1) / 10 * (n > 150 ? pow(n / 150, 1.8) : 1);
+}
+static double estimate_pofo(const remat_chain *c, const remat_solve_options *o) {
+    return estimate_pofo_dp(c, o) + estimate_offload_only(c, o) + estimate_optimal(c, o);
 }
 static double estimate_opportunist(const remat_chain *c, const remat_solve_options *o) {
     (void)o;
@@ -78,6 +82,9 @@ typedef struct algorithm {
      * estimated before it starts (it cannot tell its own). */
     int is_offload;
     int needs_bandwidth; /* refused without a bandwidth > 0 */
+    /* min_memory needs no solve (revolve's bounds): the curve sweep takes it
+     * instead of bisecting, and one solve there for its time. */
+    int min_memory_cheap;
 } algorithm;
 
 static const algorithm algorithms[REMAT_ALG_COUNT_] = {
@@ -85,7 +92,8 @@ static const algorithm algorithms[REMAT_ALG_COUNT_] = {
                            remat__solve_optimal, remat__min_memory_optimal, remat__curve_optimal,
                            estimate_optimal, 0, 0},
     [REMAT_ALG_REVOLVE] = {"revolve", "the AD-model DP with precise per-stage costs",
-                           remat__solve_revolve, NULL, NULL, estimate_revolve, 0, 0},
+                           remat__solve_revolve, remat__min_memory_revolve, NULL,
+                           estimate_revolve, 0, 0, 1},
     [REMAT_ALG_SEQUENTIAL] = {"sequential", "periodic segments, like checkpoint_sequential",
                               remat__solve_sequential, NULL, NULL, estimate_linear, 0, 0},
     [REMAT_ALG_STORE_ALL] = {"store-all", "plain autograd: every activation kept",
@@ -247,8 +255,19 @@ static remat_status min_memory_exact(const remat_chain *c, const remat_solve_opt
 static remat_status min_memory_search(const remat_chain *c, const remat_solve_options *o,
                                       uint64_t tol, uint64_t *out, double *time,
                                       remat_error *err) {
-    uint64_t hi;
+    const algorithm *al = &algorithms[o->algorithm];
+    if (al->min_memory_cheap) { /* no solves to bisect; one for the time */
+        REMAT__FORWARD(al->min_memory(c, o, out, err));
+        remat_status hard = REMAT_OK;
+        if (!time || feasible_at(c, o, *out, time, &hard, err)) return REMAT_OK;
+        return hard != REMAT_OK ? hard
+                                : remat__fail(err, REMAT_E_INTERNAL,
+                                              "%s: no schedule at its smallest memory %llu",
+                                              al->name, (unsigned long long)*out);
+    }
+    uint64_t hi, top = REMAT_MAX_BYTES - 1; /* no limit above it is accepted */
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
+    if (hi > top) hi = top;
     uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
     if (lo > 0) lo--;
     double steps = 2 + log2((double)(hi > lo ? hi - lo : 1) / (double)(tol ? tol : 1));
@@ -260,9 +279,10 @@ static remat_status min_memory_search(const remat_chain *c, const remat_solve_op
     /* Discretized solvers may need a little more than the store-all peak. */
     while (!feasible_at(c, o, hi, &t, &hard, err)) {
         if (hard != REMAT_OK) return hard;
-        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
-                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
-        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
+        REMAT__RETURN_IF(hi == top, err, REMAT_E_INFEASIBLE,
+                         "%s finds no schedule at any memory below 2^53 bytes",
+                         remat_algorithm_name(o->algorithm));
+        hi = hi > top / 2 ? top : hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
     }
     /* invariant: lo infeasible (or below any need), hi feasible with time t */
     for (double k = 0; hi - lo > (tol ? tol : 1); k++) {
@@ -290,9 +310,19 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(remat__chain_validate(c, "remat_min_memory", err));
     REMAT__FORWARD(check_options(o, err));
-    if (algorithms[o->algorithm].min_memory)
-        return algorithms[o->algorithm].min_memory(c, o, out, err);
-    return min_memory_search(c, o, 1, out, NULL, err);
+    remat_status st = algorithms[o->algorithm].min_memory
+                          ? algorithms[o->algorithm].min_memory(c, o, out, err)
+                          : min_memory_search(c, o, 1, out, NULL, err);
+    /* A valid chain may need more than any limit remat accepts. */
+    if (st == REMAT_OK && *out >= REMAT_MAX_BYTES) {
+        uint64_t need = *out;
+        *out = 0;
+        st = remat__fail(err, REMAT_E_INFEASIBLE,
+                         "%s: no limit below 2^53 bytes fits; it needs %llu bytes",
+                         remat_algorithm_name(o->algorithm), (unsigned long long)need);
+        err->min_memory = need;
+    }
+    return st;
 }
 
 remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, remat_schedule **out,
@@ -317,7 +347,9 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
         uint64_t m = 0;
         char keep[REMAT_MESSAGE_MAX];
         remat__strlcpy(keep, err->message, sizeof keep);
-        if (remat_min_memory(c, o, &m, &e2) == REMAT_OK) err->min_memory = m;
+        remat_status ms = remat_min_memory(c, o, &m, &e2);
+        if (ms == REMAT_OK) err->min_memory = m;
+        if (ms == REMAT_E_INFEASIBLE) err->min_memory = e2.min_memory; /* 2^53 or more */
         remat__strlcpy(err->message, keep, sizeof err->message);
         err->status = REMAT_E_INFEASIBLE;
     }

@@ -1,6 +1,7 @@
 /* What the solvers share: default options, building schedules and curves,
- * measuring a schedule with the simulator, the time limit and progress. The dispatcher
- * (solve.c) depends on the solvers and the solvers on this file, never back. */
+ * measuring a schedule with the simulator, the time limit and progress.
+ * The dispatcher (solve.c) depends on the solvers and the solvers on this
+ * file, never back. */
 #include <math.h>
 #include <string.h>
 
@@ -59,7 +60,8 @@ remat_status remat__check_time(const remat_solve_options *o, double seconds, con
 }
 
 double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds) {
-    unsigned k = remat__threads(o->threads);
+    unsigned k = remat__threads(o->threads), cores = remat__threads(0);
+    if (k > cores) k = cores; /* more threads than cores run no faster */
     return one_core_seconds / (k > 1 ? 0.8 * k : 1.0);
 }
 

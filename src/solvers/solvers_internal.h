@@ -32,6 +32,15 @@ remat_status remat__curve_optimal(const remat_chain *, const remat_solve_options
 remat_status remat__min_memory_optimal(const remat_chain *, const remat_solve_options *, uint64_t *out,
                                        remat_error *);
 
+/* revolve.c: one core's seconds for a revolve solve under o (at the store-all
+ * peak when o->memory is 0, the largest a sweep solves): its O(n^3) bounds
+ * and an O(n^2) upper bound on its DP cells (docs/bounded.md). */
+double remat__revolve_estimate(const remat_chain *c, const remat_solve_options *o);
+/* revolve.c: the smallest limit at which remat__solve_revolve succeeds, from
+ * its bounds alone (no table); refused up front above o's time limit. */
+remat_status remat__min_memory_revolve(const remat_chain *, const remat_solve_options *,
+                                       uint64_t *out, remat_error *);
+
 /* solver_util.c: the time limit. remat__check_time refuses (REMAT_E_TOO_LARGE,
  * naming `what`, the estimate and `hint`) work estimated above o's limit;
  * remat__parallel_seconds turns one core's seconds into wall seconds on
@@ -42,6 +51,10 @@ remat_status remat__check_time(const remat_solve_options *o, double seconds, con
 double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds);
 /* Reports progress through o->progress, if any (done clamped to [0, 1]). */
 void remat__progress(const remat_solve_options *o, double done, const char *what);
+
+/* optimal_ctx.c: the slot of limit mem with `slots` slots (1: exact bytes),
+ * the unit optimal's tables count in (tests, the join solver). */
+uint64_t remat__optimal_slot(uint64_t slots, uint64_t mem);
 
 /* optimal_table.c, for the join solver (hjoin.c): the table C(s, e, m) of one
  * chain with sizes in slot `unit` (a power of two, rounded up), for every

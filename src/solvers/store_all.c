@@ -31,7 +31,7 @@ remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, do
     REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
     remat_solve_options o;
     remat_solve_options_init(&o);
-    o.memory = REMAT_MAX_BYTES - 1;
+    o.memory = UINT64_MAX; /* a cost, not a solve: no limit (the peak is < 2^62) */
     remat_schedule *s = NULL;
     REMAT__FORWARD(remat__solve_store_all(c, &o, &s, err));
     if (peak_bytes) *peak_bytes = s->peak_bytes;

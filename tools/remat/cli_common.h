@@ -54,9 +54,11 @@ void cli_progress_end(cli_progress *p);
     "  --revolve-mode MODE  revolve: precise (default), uniform-cost, uniform-memory\n"     \
     "  --no-del             exact: forbid Del (search persistent-like schedules)\n"         \
     "  -b, --bandwidth B    host link, bytes per time unit or SIZE/s (e.g. 12GB/s);\n"      \
-    "                       for the offload algorithms (marked below)\n"                  \
+    "                       for the offload algorithms (marked below), which need it;\n" \
+    "                       pofo takes 0: no link, which gives optimal's schedule\n"      \
     "  --values N           pofo: memory values of the DP (default 50)\n"                   \
-    "  --threads T          worker threads (default: all cores)\n"                          \
+    "  --threads T          worker threads, 0..1024 (default 0: all cores); at most 64\n"  \
+    "                       run, and estimates count no more than the cores\n"            \
     "  --max-work SIZE      cap on solver tables (default 8GiB); an optimal solve over\n"   \
     "                       it narrows its table by bounds (same schedule, slower)\n"      \
     "  --max-time SECONDS   refuse work estimated to take longer (default 60; 0 = no\n"    \
