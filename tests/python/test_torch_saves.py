@@ -165,13 +165,15 @@ def test_every_option_bitwise(name):
     # Mixtral on the module path: a recomputing schedule measures 0.8% (7 KB)
     # over its prediction with full saves only as well, and the "matmuls"
     # save's B is measured 13% above what the executor then uses (not yet
-    # explained; safe, not tight)
-    over, below = (0.01, 0.15) if name == "mixtral" else (0.005, 0.02)
+    # explained; safe, not tight). A partial save's B is floored at the full
+    # save's (_measure): GPT-2's then predicts up to 3% above what it measures.
+    over, below = (0.01, 0.15) if name == "mixtral" else (0.005, 0.05)
     for k in range(len(SAVES) + 1):
         for ops in (_store_all(chain, k), _recompute_all(chain, k)):
             _use(w, ops)
             _same_step(ref, w, args, kwargs)
-            _met(w, args, kwargs, w.last_entry.predicted_peak * (1 + over), below, over)
+            _met(w, args, kwargs, w.last_entry.predicted_peak * (1 + over),
+                 below if k else 0.02, over)
 
 
 def test_matmuls_replayed_not_recomputed():
