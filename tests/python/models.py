@@ -356,3 +356,125 @@ ALL: Dict[str, Callable[[], Example]] = {
     "resnet50": resnet50,
     "densenet121": densenet121, "unet": unet, "pairnet": pairnet, "convnext": convnext,
     "gated": gated, "mlp": mlp}
+
+
+# -- the shapes of issue 24: a running auxiliary loss, a parallel residual,
+# mixtures of experts, two towers, a state-space model ------------------------------------
+
+class MoEBlock(nn.Module):
+    """A block that returns (hidden, aux + its load-balancing loss): the
+    running auxiliary loss crosses every block boundary, and autograd
+    saves it nowhere (an add saves nothing)."""
+
+    def __init__(self, d: int, experts: int = 4) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.router = nn.Linear(d, experts)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(),
+                                                   nn.Linear(2 * d, d)) for _ in range(experts))
+
+    def forward(self, h: torch.Tensor, aux: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        x = self.norm(h)
+        p = self.router(x).softmax(-1)
+        y = sum(p[..., e:e + 1] * ex(x) for e, ex in enumerate(self.experts))
+        aux = aux + (p.mean(dim=(0, 1)) ** 2).sum()
+        return h + y, aux  # type: ignore[return-value]
+
+
+class MoEStack(nn.Module):
+    def __init__(self, d: int = 32, blocks: int = 6) -> None:
+        super().__init__()
+        self.inp = nn.Linear(d, d)
+        self.blocks = nn.ModuleList(MoEBlock(d) for _ in range(blocks))
+        self.head = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        aux = h.new_zeros(())
+        for b in self.blocks:
+            h, aux = b(h, aux)
+        return self.head(h).pow(2).mean() + 0.01 * aux
+
+
+def moestack(batch: int = 4, seq: int = 32, d: int = 32, blocks: int = 6) -> Example:
+    return MoEStack(d, blocks).train(), (torch.randn(batch, seq, d),), {}
+
+
+def neox(layers: int = 3, width: int = 64, batch: int = 2, seq: int = 32,
+         vocab: int = 256) -> Example:
+    """GPT-NeoX's parallel residual: x + attn(ln1(x)) + mlp(ln2(x))."""
+    _quiet_transformers()
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    cfg = GPTNeoXConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=4 * width,
+                        num_attention_heads=4, vocab_size=vocab, max_position_embeddings=seq,
+                        use_cache=False, bos_token_id=0, eos_token_id=0, hidden_dropout=0.0,
+                        attention_dropout=0.0, use_parallel_residual=True)
+    m = GPTNeoXForCausalLM(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    return m, (ids,), {"labels": ids}
+
+
+def mixtral(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32,
+            vocab: int = 256) -> Example:
+    """Mixture of experts with a load-balancing loss over every layer's router."""
+    _quiet_transformers()
+    from transformers import MixtralConfig, MixtralForCausalLM
+    cfg = MixtralConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,
+                        num_attention_heads=4, num_key_value_heads=2, vocab_size=vocab,
+                        max_position_embeddings=seq, num_local_experts=4, num_experts_per_tok=2,
+                        use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+                        output_router_logits=True)
+    m = MixtralForCausalLM(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    return m, (ids,), {"labels": ids}
+
+
+def qwen2moe(layers: int = 2, width: int = 64, batch: int = 2, seq: int = 32,
+             vocab: int = 256) -> Example:
+    """Mixture of experts with a shared expert."""
+    _quiet_transformers()
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+    cfg = Qwen2MoeConfig(num_hidden_layers=layers, hidden_size=width, intermediate_size=2 * width,
+                         moe_intermediate_size=width, shared_expert_intermediate_size=width,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=vocab,
+                         max_position_embeddings=seq, num_experts=4, num_experts_per_tok=2,
+                         use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+                         output_router_logits=True)
+    m = Qwen2MoeForCausalLM(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    return m, (ids,), {"labels": ids}
+
+
+def clip(layers: int = 2, width: int = 64, batch: int = 4, seq: int = 16, vocab: int = 256,
+         image: int = 32) -> Example:
+    """Two towers joined by a contrastive loss (return_loss)."""
+    _quiet_transformers()
+    from transformers import CLIPConfig, CLIPModel
+    cfg = CLIPConfig(text_config=dict(num_hidden_layers=layers, hidden_size=width,
+                                      intermediate_size=2 * width, num_attention_heads=4,
+                                      vocab_size=vocab, max_position_embeddings=seq),
+                     vision_config=dict(num_hidden_layers=layers, hidden_size=width,
+                                        intermediate_size=2 * width, num_attention_heads=4,
+                                        image_size=image, patch_size=8),
+                     projection_dim=width)
+    m = CLIPModel(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    return m, (ids, torch.randn(batch, 3, image, image)), {"return_loss": True}
+
+
+def mamba(layers: int = 2, width: int = 32, batch: int = 2, seq: int = 16,
+          vocab: int = 256) -> Example:
+    """A state-space model (transformers' sequential scan on CPU)."""
+    _quiet_transformers()
+    from transformers import MambaConfig, MambaForCausalLM
+    cfg = MambaConfig(num_hidden_layers=layers, hidden_size=width, state_size=8,
+                      vocab_size=vocab, use_cache=False, bos_token_id=0, eos_token_id=0,
+                      pad_token_id=0)
+    m = MambaForCausalLM(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq))
+    return m, (ids,), {"labels": ids}
+
+
+ISSUE24: Dict[str, Callable[[], Example]] = {
+    "moestack": moestack, "neox": neox, "mixtral": mixtral, "qwen2moe": qwen2moe, "clip": clip,
+    "mamba": mamba}

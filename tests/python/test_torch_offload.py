@@ -143,12 +143,10 @@ def _per_op(w, args, kwargs):
 
 
 def _predicted_per_op(e):
-    """The timed simulator's memory while each op runs, Fall ops at their own
-    forward overhead (as the prediction of remat_report), plus what is held."""
-    every = remat.simulate(e.chain, e.schedule, e.bandwidth)
-    fall = remat.simulate(e.chain_fall, e.schedule, e.bandwidth)
-    return [(f if st.kind == "Fall" else a) + e.held
-            for st, a, f in zip(e.plan.steps, every.mem_during, fall.mem_during)]
+    """The timed simulator's memory while each op runs (each op at its own
+    overhead, as the prediction of remat_report), plus what is held."""
+    sim = remat.simulate(e.chain, e.schedule, e.bandwidth)
+    return [m + e.held for m in sim.mem_during]
 
 
 @pytest.mark.parametrize("name", ["gpt2", pytest.param("resnet50", marks=pytest.mark.kernels)])

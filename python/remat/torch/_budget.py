@@ -1,13 +1,15 @@
 """The budget: a memory limit turned into a schedule, its execution plan
 and its predictions, for a profiled chain.
 
-The SPEC gives a stage one forward overhead; the profile measures the one
-Fall needs apart from that of Fn/Fck (fall_overheads), and what is held in
-the backward only (backward_held). The solver sees a chain with each
-stage's larger forward overhead and everything held for the whole step;
-predictions take each op's own figure and count backward_held op by op, so
-a schedule the solver would refuse may still fit, and is tried (_roomier,
-_fitting).
+The chain gives each op its own temporary memory (`fwd_overhead` for Fn and
+Fck, `fall_overhead` for Fall, and each partial save's own), so the solver
+sees what runs. What it cannot see is memory held in the backward only
+(backward_held): the solver is given everything held as held for the whole
+step, while predictions count backward_held op by op, so a schedule the
+solver would refuse may still fit, and is tried (_roomier, _fitting). The
+smallest limit an InfeasibleError names is the prediction of the schedule
+found at the solver's smallest budget: a limit that large is accepted and
+met.
 """
 from __future__ import annotations
 
@@ -56,28 +58,12 @@ class Budget:
         self.backward_held = [tuple(int(x) for x in b) for b in
                               chain.meta.get("profile", {}).get("backward_held", [])]
         self.step_held = held - sum(b[0] for b in self.backward_held)
-        self.chain_fall = self._fall_chain()
         self._plain_peak: Optional[int] = None
         self.bandwidth = 0.0   # the host link of the schedule, bytes per chain time unit
         self.link: Optional[HostLink] = None  # its copy engine, made for offload schedules
 
-    def _fall_chain(self) -> "remat.Chain":
-        """The chain with each stage's forward overhead as a Fall pays it.
-        The SPEC gives a stage one forward overhead, so the solver's chain
-        carries the larger of what Fall and Fn/Fck need (a stage whose
-        intermediates are all alive at once, like attention, holds them as
-        temporaries when it keeps none); predictions take each op's own."""
-        fall = self.chain.meta.get("profile", {}).get("fall_overheads")
-        stages = self.chain.stages
-        if not fall or len(fall) != len(stages):
-            return self.chain
-        for s, f in zip(stages, fall):
-            s["fwd_overhead"] = min(s["fwd_overhead"], int(f))
-        return remat.Chain(stages, self.chain.input_bytes, self.chain.input_grad_bytes,
-                           name=self.chain.name, time_unit=self.chain.time_unit)
-
     def _store_all(self) -> "remat.Schedule":
-        return remat.solve(self.chain_fall, remat.store_all_cost(self.chain_fall)[0],
+        return remat.solve(self.chain, remat.store_all_cost(self.chain)[0],
                            algorithm="store-all")
 
     @property
@@ -103,15 +89,11 @@ class Budget:
         return out
 
     def predict(self, sched: "remat.Schedule") -> int:
-        """Peak of `sched`, each op with its own forward overhead (libremat's
-        simulator on both chains; ops other than Fall are the same in both),
-        plus what is held: for the whole step, and in the backward while it
-        lives."""
-        every = remat.simulate(self.chain, sched, self.bandwidth)
-        fall = remat.simulate(self.chain_fall, sched, self.bandwidth)
-        kinds = [op.split()[0] for op in sched.ops]
-        during = [(f if k == "Fall" else e) + b for k, e, f, b in
-                  zip(kinds, every.mem_during, fall.mem_during, self._backward_held(sched.ops))]
+        """Peak of `sched` (libremat's simulator: each op with its own
+        overhead), plus what is held: for the whole step, and in the
+        backward while it lives."""
+        sim = remat.simulate(self.chain, sched, self.bandwidth)
+        during = [m + b for m, b in zip(sim.mem_during, self._backward_held(sched.ops))]
         return int(max(during + [self.chain.input_bytes])) + self.step_held
 
     def link_bandwidth(self, bandwidth: Bandwidth) -> float:
@@ -170,11 +152,11 @@ class Budget:
                  segments: Optional[int], bw: Optional[float]
                  ) -> Tuple[Optional["remat.Schedule"], int]:
         """(the fastest schedule of `algorithm` found to fit `limit`, 0) or
-        (None, the smallest limit it meets). That limit is the chain's
-        smallest budget plus all held, or less, the prediction of the
-        schedule at that budget, which counts backward_held in the backward
-        only; that schedule is taken when nothing else fits (its chain peak
-        may pass the limit, its prediction not)."""
+        (None, the smallest limit it meets). That limit is the prediction
+        of the schedule at the chain's smallest budget (at most that budget
+        plus all held: less when the schedule's peak falls where
+        backward_held is not alive, or below the budget); with `limit` that
+        large, this function finds that schedule again and takes it."""
         budget = limit - self.held
         sched: Optional[remat.Schedule] = None
         floor = 0
@@ -190,7 +172,7 @@ class Budget:
         if sched is not None:
             return sched, 0
         need = floor + self.held
-        if self.backward_held and floor:
+        if floor:
             try:
                 at_floor = remat.solve(self.chain, floor, algorithm=algorithm, slots=slots,
                                        segments=segments, bandwidth=bw)
@@ -220,9 +202,8 @@ class Budget:
         bw = self.link_bandwidth(bandwidth) if offload else None
         self.bandwidth = bw or 0.0
         limit = self.limit_of(memory)
-        # The solver sees Fall at the larger overhead (see _fall_chain); when
-        # everything fits by each op's own overhead, keeping everything is the
-        # fastest schedule, so it is a candidate too.
+        # With backward_held the solver may refuse keeping everything though
+        # its prediction fits; then it is the fastest schedule, so a candidate.
         every = self._store_all()
         every_fits = self.predict(every) <= limit
         sched, need = self._fitting(limit, algorithm, slots, segments, bw)

@@ -2,10 +2,11 @@
 
 A profile is a remat chain file (remat-chain-1) whose "profile" metadata
 holds what the chain cannot (the key it was measured under, the stage names,
-held bytes, Fall overheads, what is held in the backward only, the stages
+held bytes, what is held in the backward only, the stages
 compile=True runs eager, the measured host link). Its name is a hash of the
 key: the program's own key (code, shapes, dtypes, devices, autocast), the
-profile's format version, torch's and remat's versions.
+profile's format version, torch's and remat's versions, whether partial
+saves are measured (_saves.enabled).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import torch
 import remat
 
 from ._config import CacheSetting
+from ._saves import enabled as partial_saves
 
-PROFILE_VERSION = 3  # bump when what a profile measures changes: old cache files go stale
+PROFILE_VERSION = 5  # bump when what a profile measures changes: old cache files go stale
 
 
 def cache_dir(cache: CacheSetting) -> Optional[str]:
@@ -38,9 +40,9 @@ class ProfileCache:
     """The cache entry of one program's profile (`path` None: no cache)."""
 
     def __init__(self, cache: CacheSetting, program_key: str) -> None:
-        self.key = hashlib.sha256(("%d|%s|%s|%s" % (PROFILE_VERSION, program_key,
-                                                    torch.__version__, remat.__version__)
-                                   ).encode()).hexdigest()[:40]
+        self.key = hashlib.sha256(("%d|%s|%s|%s|%d" % (
+            PROFILE_VERSION, program_key, torch.__version__, remat.__version__,
+            partial_saves())).encode()).hexdigest()[:40]
         self.dir = cache_dir(cache)
         self.path = os.path.join(self.dir, "profile-%s.json" % self.key) if self.dir else None
 

@@ -10,6 +10,9 @@ saved-tensor hooks. Stage j's saved tensors are kept when the schedule runs
 `Fall j` in the forward; otherwise the hook keeps a handle, and when
 autograd unpacks it during the backward, the executor runs the schedule up
 to `B j` (recomputing from checkpoints) and hands back the recomputed tensor.
+A partial save `Fall j/k` (_saves) keeps some of them; the first unpack of
+one it did not keep runs stage j again from a[j-1] (its kept matmul outputs
+replayed, not recomputed) and fills in the others.
 
 Op semantics (what each op reads, creates and frees) come from the C
 execution plan (`remat.plan`), so they are defined once, in libremat. The
@@ -42,7 +45,8 @@ import torch
 import remat
 
 from ._offload import OFFLOAD_OPS, HostLink, Link, StepCopies, make_links
-from ._tensors import AutocastState, FreeKey, RngState
+from ._saves import PartialSave, both, fill
+from ._tensors import MISSING, AutocastState, FreeKey, RngState
 
 Ref = Tuple[str, int]
 FORWARD_OPS = ("Fn", "Fck", "Fall")
@@ -109,15 +113,18 @@ class _Handle:
 
 class _Abar:
     """abar[j]: the stage's boundary tensors and the tensors autograd saved
-    (None once autograd has taken one)."""
+    (None once autograd has taken one; MISSING where a partial save `part`
+    did not keep one)."""
 
-    __slots__ = ("a", "saved")
+    __slots__ = ("a", "saved", "part")
 
-    def __init__(self, a: List[torch.Tensor], saved: List[Any]) -> None:
+    def __init__(self, a: List[torch.Tensor], saved: List[Any],
+                 part: Optional[PartialSave] = None) -> None:
         self.a: List[torch.Tensor] = a
         # The very list the pack hook filled (not a copy): emptying a slot frees
         # the tensor once autograd is done with it.
-        self.saved: List[Optional[torch.Tensor]] = saved
+        self.saved: List[Any] = saved
+        self.part = part
 
 
 class Step:
@@ -153,7 +160,11 @@ class Step:
         self.released = False
         self.forward_over = False
         self._fpos = 0
-        self._kept_main: List[torch.Tensor] = []
+        self._kept_main: List[Any] = []
+        self._part_main: Optional[PartialSave] = None
+        # What a recomputation's pack hook keeps (a partial save's keeps), for
+        # the programs' replays (StageReplay.recompute); None: everything.
+        self.keeps: Optional[Callable[[torch.Tensor], bool]] = None
         # Set by leave_plan: the last stage the plan ran (the rest ran plain).
         self.left_after: Optional[int] = None
         # The offload ops' copies, when the plan has some and a host link is given.
@@ -174,11 +185,13 @@ class Step:
     def forward_ops(self) -> List[Any]:
         return self.plan.steps[:self.plan.first_backward]
 
-    def main_pack(self, j: int, keep: bool) -> Callable[[torch.Tensor], Any]:
-        """The pack hook of stage j's main run."""
+    def main_pack(self, j: int, keep: bool, part: Optional[PartialSave] = None
+                  ) -> Callable[[torch.Tensor], Any]:
+        """The pack hook of stage j's main run (with `part`, a partial save:
+        what it does not keep is MISSING)."""
         self.n_packed[j] = 0
         self.meta[j] = []
-        kept: List[torch.Tensor] = []
+        kept: List[Any] = []
         self._kept_main = kept
         free = self.free_storages
 
@@ -189,22 +202,26 @@ class Step:
             k = self.n_packed[j]
             self.n_packed[j] = k + 1
             self.meta[j].append((t.shape, t.dtype))
-            if keep:
-                kept.append(t.detach())  # t itself would tie the store to the graph
+            if keep:  # (t itself would tie the store to the graph)
+                kept.append(t.detach() if part is None or part.keeps(t) else MISSING)
             return _Handle(self, j, k)
         return pack
 
     def main_stage(self, j: int) -> Any:
-        """The saved-tensor hooks of stage j's main run."""
+        """The saved-tensor hooks of stage j's main run (and, for a partial
+        save, the recording of what it keeps)."""
         st = self.forward_ops()[self._fpos]
         keep = ("abar", j) in st.creates
-        return torch.autograd.graph.saved_tensors_hooks(self.main_pack(j, keep), _unpack)
+        part = PartialSave.of_option(st.option) if keep else None
+        self._part_main = part
+        hooks = torch.autograd.graph.saved_tensors_hooks(self.main_pack(j, keep, part), _unpack)
+        return hooks if part is None else both(hooks, part.recording())
 
     def record_rng(self, j: int) -> None:
         self.rng[j] = RngState(self.rng_devices)
 
-    def _store_result(self, j: int, a_j: List[torch.Tensor],
-                      saved: Optional[List[torch.Tensor]]) -> None:
+    def _store_result(self, j: int, a_j: List[torch.Tensor], saved: Optional[List[Any]],
+                      part: Optional[PartialSave] = None) -> None:
         if saved is not None and self.copies is not None:
             # Views of a[j-1] become Links: offloading or freeing a[j-1] then
             # frees its memory, and offloading abar[j] does not copy it again.
@@ -215,7 +232,7 @@ class Step:
             saved = linked
         if saved is not None:
             self.store.pop(("a", j), None)
-            self.store[("abar", j)] = _Abar(a_j, saved)
+            self.store[("abar", j)] = _Abar(a_j, saved, part)
         elif ("abar", j) not in self.store:
             self.store[("a", j)] = a_j
 
@@ -240,12 +257,14 @@ class Step:
         """Stage j's first forward has run: store what its op creates."""
         st = self.forward_ops()[self._fpos]
         self.main_done[j] = True
-        kept = self._kept_main
-        self._kept_main = []
+        kept, part = self._kept_main, self._part_main
+        self._kept_main, self._part_main = [], None
+        if part is not None:
+            part.close()
         if j == self.L and self.copies is not None and self.outputs_last:
             self.copies.pin(a_j)  # the model's outputs: the caller holds them
         self._store_result(j, [t.detach() for t in a_j],
-                           kept if ("abar", j) in st.creates else None)
+                           kept if ("abar", j) in st.creates else None, part)
         self._frees(st)
         self._fpos += 1
 
@@ -301,13 +320,14 @@ class Step:
                 self._store_result(j, a, [] if ("abar", j) in st.creates else None)
             else:
                 keep = ("abar", j) in st.creates
-                a, saved = self._recompute(j, keep)
+                part = PartialSave.of_option(st.option) if keep else None
+                a, saved = self._recompute(j, keep, part=part)
                 if j == self.L and self.bwd_done[self.n]:
                     # The model's outputs, made again: only the output
                     # stage's forward reads them, and it is over (the chain
                     # counts them once, held by the caller).
                     a = []
-                self._store_result(j, a, saved)
+                self._store_result(j, a, saved, part)
         self._frees(st)
 
     def _frees(self, st: Any) -> None:
@@ -353,13 +373,25 @@ class Step:
         if ref == ("a", 0):
             self.a0 = []  # the store held the other reference
 
-    def _recompute(self, j: int, keep: bool, a_prev: Optional[List[torch.Tensor]] = None
-                   ) -> Tuple[List[torch.Tensor], Optional[List[torch.Tensor]]]:
+    def _recompute(self, j: int, keep: bool, a_prev: Optional[List[torch.Tensor]] = None,
+                   part: Optional[PartialSave] = None, replay: Optional[PartialSave] = None
+                   ) -> Tuple[List[torch.Tensor], Optional[List[Any]]]:
+        """Stage j run again: keeping what `part` keeps (a partial Fall), or
+        with the outputs `replay` kept replayed (its B making again what it
+        did not keep)."""
         self._check_versions()
         a_prev = self._a(j - 1) if a_prev is None else a_prev
         ctx = self.rng[j].replay() if j in self.rng else contextlib.nullcontext()
-        with ctx, self.autocast.replay():
-            a, saved = self.replay.recompute(self, j, a_prev, keep)
+        ops = part.recording() if part is not None else \
+            replay.replaying() if replay is not None else contextlib.nullcontext()
+        self.keeps = part.keeps if part is not None else None
+        try:
+            with ctx, self.autocast.replay(), ops:
+                a, saved = self.replay.recompute(self, j, a_prev, keep)
+        finally:
+            self.keeps = None
+        if part is not None:
+            part.close()
         if keep:
             self._check_saved(j, saved or [])
         return a, saved
@@ -372,10 +404,11 @@ class Step:
                     "the backward recomputes from it and would give wrong gradients. Clone it "
                     "before changing it, or change it after backward()." % (what, v, t._version))
 
-    def _check_saved(self, j: int, saved: List[torch.Tensor]) -> None:
+    def _check_saved(self, j: int, saved: List[Any]) -> None:
         want = self.meta.get(j)
-        got = [(t.shape, t.dtype) for t in saved]
-        if want is not None and got != want:
+        got = [(t.shape, t.dtype) for t in saved if t is not MISSING]
+        if want is not None and (len(saved) != len(want) or got != [
+                w for w, t in zip(want, saved) if t is not MISSING]):
             raise RematRuntimeError(
                 "remat: recomputing stage %d saved %d tensors %s, the forward saved %d %s; the "
                 "stage is not deterministic in what it computes (data-dependent Python?)"
@@ -391,6 +424,9 @@ class Step:
             self._start_pass()
         ab = self._ensure(j)
         t = ab.saved[k]
+        if t is MISSING:  # not kept by a partial save: made again now, with the others
+            self._fill(j, ab)
+            t = ab.saved[k]
         if t is None:  # unpacked before in this pass (a custom Function reading twice)
             ab = self._off_plan(j)
             t = ab.saved[k]
@@ -407,7 +443,8 @@ class Step:
             self.stage_backward_done(j, over=False)
         if t is None:
             raise RematRuntimeError("remat: stage %d's saved tensor %d is gone" % (j, k))
-        return t
+        out: torch.Tensor = t
+        return out
 
     def _start_pass(self) -> None:
         self.in_pass = True
@@ -451,6 +488,13 @@ class Step:
         if ab is not None:
             return ab
         return self._off_plan(j)
+
+    def _fill(self, j: int, ab: _Abar) -> None:
+        """B j of a partial save: stage j again from a[j-1], its kept op
+        outputs replayed; what it saved fills the slots the save left."""
+        _, full = self._recompute(j, True, self._a(j - 1), replay=ab.part)
+        fill(ab.saved, full or [])
+        ab.part = None
 
     def _finish_b(self, st: Any) -> None:
         self._copies_before(st)

@@ -8,16 +8,29 @@ as a[i-1]) and everything held anyway (parameters, buffers, inputs, held
 values); and the temporary memory of its operations, measured by PeakMeter
 (allocator statistics on CUDA, the profiler's allocation events on CPU):
 
-    fwd_overhead = max(peak keeping all - abar[i], peak keeping none - a[i])
-    bwd_overhead = peak of the backward - bytes of the input's gradient
+    fwd_overhead  = peak keeping none - a[i]       (Fn, Fck)
+    fall_overhead = peak keeping all - abar[i]     (Fall)
+    bwd_overhead  = peak of the backward - bytes of the input's gradient
 
-so that the SPEC's figure for an op (held + what it adds + overhead) bounds
-what the op really takes, whichever way the schedule runs it. The first
-term alone (fall_overhead, kept in the chain's profile metadata) is what a
-Fall really adds: predictions use it for Fall ops (see _budget). Parameter
-gradients are computed in each backward (as autograd.grad returns them) and
-count as temporaries, as they are when .grad already exists and autograd
-adds into it.
+so that the SPEC's figure for each op (held + what it adds + its own
+overhead) bounds what the op really takes. Each op has its own figure in
+the chain (SPEC section 1, `fall_overhead`): a stage whose intermediates are
+all alive at once (attention) holds them as temporaries when it keeps none,
+and as saved tensors when it keeps all, so one figure for both would count
+them twice in Fall. Parameter gradients are computed in each backward (as
+autograd.grad returns them) and count as temporaries, as they are when
+.grad already exists and autograd adds into it.
+
+Each partial save of a stage (_saves: its chain `options`) is measured the
+same way, by running its Fall i/k and its B i as the executor does
+(`PartialRun`): saved_bytes is a[i] with what the save keeps, fall_overhead
+the peak of that forward above it, bwd_overhead the peak of the backward,
+which runs the stage again for what was not kept, above d[i-1], and
+bwd_time that backward's time plus what the forward's recording of the
+kept outputs added to fwd_time (an option's forward time is the stage's in
+the chain, and every Fall i/k is followed by its B i). bwd_overhead is at
+least what the full save's B holds beyond the option's abar: B makes again
+what was not kept first.
 
 What the chain's stages cannot hold is counted as held for the whole step
 (`step_reserve`): the RNG states the executor keeps for random stages and
@@ -27,13 +40,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 
 from ._executor import boundary
 from ._memory import PeakMeter
-from ._tensors import FreeKey, dense_bytes, keys_of, saving, sync, unique_bytes
+from ._saves import SAVES, PartialSave, both, enabled, fill
+from ._tensors import MISSING, FreeKey, dense_bytes, free_key, keys_of, saving, sync, unique_bytes
 
 # Counted as held: room for the step's small tensors no stage measures (the
 # loss scalar and its seed, index and statistics tensors, the executor's
@@ -70,18 +84,28 @@ class StageProbe:
             # held values read here that require grad: the backward makes their
             # gradients too (summed by autograd outside the stage), then drops them
             self.held_leaves: List[torch.Tensor] = []
+            self.alive: List[torch.Tensor] = []  # storages in `free` that the run made
 
     name = "stage"
+    partial_saves = True  # whether the stage's partial saves can be measured (eager code)
+    partial: Optional["PartialRun | _Redo"] = None  # the partial save the next runs make
 
     def fwd(self, grad: bool, keep: bool = True) -> "StageProbe.Result":
         """One run: with grad, keeping what autograd saves (or, keep=False, a
         placeholder for it, as the main forward's Fn), or without grad."""
         raise NotImplementedError
 
-    @staticmethod
-    def hooks(free: Set[FreeKey], saved: List[torch.Tensor], keep: bool) -> Any:
-        """The saved-tensor hooks of a probe's run (see _tensors.saving)."""
+    def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor], keep: bool) -> Any:
+        """The saved-tensor hooks of a probe's run (see _tensors.saving), or
+        those of the partial save being measured."""
+        if self.partial is not None:
+            return self.partial.hooks(free, saved)
         return saving(free, saved, keep)
+
+    def redo(self) -> "StageProbe.Result":
+        """The run B i makes of the stage for a partial save (PartialRun):
+        fwd(True), leaving what the next stages read as it was."""
+        return self.fwd(True)
 
     @staticmethod
     def seeds(res: "StageProbe.Result") -> List[torch.Tensor]:
@@ -126,6 +150,102 @@ class StageProbe:
         return q
 
 
+class _Slot:
+    """What autograd holds for a saved tensor in a PartialRun."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class PartialRun:
+    """Fall i/k and its B i on a probe, as the executor runs them (_executor:
+    main_pack, unpack, _fill): the pack hook keeps what the partial save
+    keeps and leaves the rest MISSING; the first unpack of a missing one
+    runs the stage again with the kept op outputs replayed and fills every
+    missing slot; each slot is emptied when autograd takes it."""
+
+    def __init__(self, run: StageProbe, name: str) -> None:
+        self.run = run
+        self.save: Optional[PartialSave] = PartialSave(name)
+        self.slots: List[Any] = []
+
+    def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor]) -> Any:
+        save = self.save
+        assert save is not None
+
+        def pack(t: torch.Tensor) -> Any:
+            if free_key(t) in free or t.untyped_storage().data_ptr() == 0:
+                return t
+            k = len(self.slots)
+            if save.keeps(t):
+                d = t.detach()
+                saved.append(d)
+                self.slots.append(d)
+            else:
+                self.slots.append(MISSING)
+            return _Slot(k)
+
+        def unpack(h: Any) -> Any:
+            if not isinstance(h, _Slot):
+                return h
+            t = self.slots[h.k]
+            if t is MISSING:
+                self._fill()
+                t = self.slots[h.k]
+            self.slots[h.k] = None
+            return t
+        return both(torch.autograd.graph.saved_tensors_hooks(pack, unpack), save.recording())
+
+    def fwd(self) -> StageProbe.Result:
+        """Fall i/k; the result's `saved` is what the save keeps."""
+        assert self.save is not None
+        self.run.partial = self
+        try:
+            res = self.run.fwd(True)
+        finally:
+            self.run.partial = None
+        self.save.close()
+        res.saved.extend(self.save.kept())
+        return res
+
+    def _fill(self) -> None:
+        save, self.save = self.save, None
+        assert save is not None
+        self.run.partial = _Redo(save)
+        try:
+            res = self.run.redo()
+        finally:
+            self.run.partial = None
+        fill(self.slots, list(res.saved))
+        res.saved.clear()  # (the pack hook, which the probe's graph keeps, holds this list)
+        del res, save
+
+
+class _Redo:
+    """The hooks of a PartialRun's recomputation: every saved tensor is
+    collected, none is left to the recomputation's own graph (which the
+    probe may keep through its outputs, unlike the executor, which drops
+    it), and the kept op outputs are replayed."""
+
+    def __init__(self, save: PartialSave) -> None:
+        self.save = save
+
+    def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor]) -> Any:
+        def pack(t: torch.Tensor) -> Any:
+            if free_key(t) in free or t.untyped_storage().data_ptr() == 0:
+                return t
+            saved.append(t.detach())
+            return None
+        return both(torch.autograd.graph.saved_tensors_hooks(pack, _unpacked),
+                    self.save.replaying())
+
+
+def _unpacked(h: Any) -> Any:
+    return h
+
+
 def through_boundary(leaves: List[torch.Tensor]) -> List[torch.Tensor]:
     """Stage inputs as the executor gives them: out of a boundary node, so
     that gradients from several readers are summed in that node's input
@@ -136,7 +256,7 @@ def through_boundary(leaves: List[torch.Tensor]) -> List[torch.Tensor]:
 def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bool = False,
             loss_output: bool = False) -> Dict[str, Any]:
     """The chain fields of one stage (times in ms, sizes in bytes), plus
-    "held_outputs" and "fall_overhead" for the caller to take out. With
+    "held_outputs" for the caller to take out. With
     outputs_held (the model's outputs: the caller holds them through the
     backward, so they are counted as held), a[i] is empty and the outputs'
     storages count neither in abar[i] nor in the overheads; d[i] is the
@@ -163,6 +283,10 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
         b_ms.append((time.perf_counter() - t2) * 1e3)
         del res, seeds
     a_bytes, saved_bytes, grad_bytes, held_out = sizes
+    options = []
+    if run.partial_saves and enabled() and saved_bytes > a_bytes:
+        options = _partial_saves(run, n, device, outputs_held, loss_output,
+                                 statistics.median(f_ms))
     with PeakMeter(device) as m:
         run.fwd(False)  # Fn / Fck in a recomputation
     ovh_none = m.peak - a_bytes - held_out
@@ -185,11 +309,70 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     fwd_keep, _, bwd = m.segment_peaks
     ovh_keep = fwd_keep - saved_bytes - held_out
     ovh_bwd = bwd - d_bytes
-    return {"name": run.name, "fwd_time": statistics.median(f_ms),
+    info = {"name": run.name, "fwd_time": statistics.median(f_ms),
             "bwd_time": statistics.median(b_ms), "out_bytes": int(a_bytes),
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
-            "fwd_overhead": int(max(0, ovh_keep, ovh_none)), "bwd_overhead": int(max(0, ovh_bwd)),
-            "held_outputs": int(held_out), "fall_overhead": int(max(0, ovh_keep))}
+            "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
+            "bwd_overhead": int(max(0, ovh_bwd)), "held_outputs": int(held_out)}
+    if options:
+        # B i of a partial save makes again what the save did not keep, then
+        # runs the full save's backward: it holds at least that much (the
+        # runs measured apart differ by a small tensor or two)
+        for o in options:
+            floor = int(saved_bytes) - o["saved_bytes"] + max(0, int(ovh_bwd), int(ovh_keep))
+            o["bwd_overhead"] = max(o["bwd_overhead"], floor)
+        info["options"] = options
+    return info
+
+
+def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: bool,
+                   loss_output: bool, fwd_ms: float) -> List[Dict[str, Any]]:
+    """The chain options of a stage: every partial save of SAVES, in order,
+    measured (see the module docstring). A "matmuls" save that finds no
+    matmul keeps what "input" keeps, and is that one under its own name."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for name in reversed(SAVES):  # "input" first: "matmuls" may be the same
+        with PeakMeter(device) as m:
+            m.mark()
+            pr = PartialRun(run, name)
+            res = pr.fwd()
+            a_bytes, saved_bytes, _, held_out = _sizes(res, outputs_held, loss_output)
+            none_kept = not res.saved
+            res.saved.clear()
+            m.mark()
+            seeds = run.seeds(res)
+            m.mark()
+            d = run.bwd(res, seeds)
+            d_bytes = dense_bytes(d)
+            del res, seeds, d, pr
+        if name != "input" and none_kept and "input" in out:
+            out[name] = dict(out["input"], name=name)
+            continue
+        fwd_peak, _, bwd_peak = m.segment_peaks
+        f_ms: List[float] = []
+        b_ms: List[float] = []
+        for _ in range(n):
+            pr = PartialRun(run, name)
+            sync(device)
+            t0 = time.perf_counter()
+            res = pr.fwd()
+            sync(device)
+            t1 = time.perf_counter()
+            seeds = run.seeds(res)
+            res.saved.clear()
+            sync(device)
+            t2 = time.perf_counter()
+            run.bwd(res, seeds)
+            sync(device)
+            f_ms.append((t1 - t0) * 1e3)
+            b_ms.append((time.perf_counter() - t2) * 1e3)
+            del res, seeds, pr
+        extra = max(0.0, statistics.median(f_ms) - fwd_ms)  # recording the kept outputs
+        out[name] = {"name": name, "saved_bytes": int(saved_bytes),
+                     "fall_overhead": int(max(0, fwd_peak - saved_bytes - held_out)),
+                     "bwd_time": statistics.median(b_ms) + extra,
+                     "bwd_overhead": int(max(0, bwd_peak - d_bytes))}
+    return [out[name] for name in SAVES]
 
 
 def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool

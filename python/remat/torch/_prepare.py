@@ -160,7 +160,7 @@ def _keep_faster(program: Program, model: nn.Module, args: Args, kwargs: Kwargs,
     """compile=True: profiles the stages eager too, and runs eager each stage
     that compiling did not make faster (faster_eager; inductor's code is not
     always faster: a training-mode batch norm on CPU, for one). Such a
-    stage's dict in `prof` and its Fall overhead become the eager ones, so
+    stage's dict in `prof` becomes the eager one, so
     the chain describes what runs; what is held for the step does not
     depend on it. Returns those stages."""
     with program.eager_stages():
@@ -169,7 +169,6 @@ def _keep_faster(program: Program, model: nn.Module, args: Args, kwargs: Kwargs,
     keep = faster_eager(prof.stages, plain.stages, compiled)
     for i in keep:
         prof.stages[i] = plain.stages[i]
-        prof.fall_overheads[i] = plain.fall_overheads[i]
     program.set_eager(keep)
     if keep:
         progress.note("%d of %d compiled stages run eager: not faster compiled" % (
@@ -199,7 +198,6 @@ def profiled(program: Program, model: nn.Module, args: Args, kwargs: Kwargs, cfg
         eager = _keep_faster(program, model, args, kwargs, cfg.repeat, progress, prof)
     meta = {"profile": {"key": cache.key, "path": program.path, "stages": program.stage_names(),
                         "held_bytes": prof.held_bytes, "torch": torch.__version__,
-                        "fall_overheads": prof.fall_overheads,
                         "backward_held": prof.backward_held,
                         "repeat": cfg.repeat, "device": str(program.device)}}
     if eager:

@@ -32,7 +32,6 @@ class Profile:
     input_bytes: int
     input_grad_bytes: int
     held_bytes: int               # held for the whole step (backward_held included)
-    fall_overheads: List[int]     # per stage: the temporary memory of Fall alone
     # Held in the backward only: [bytes, from, until], alive from the end of
     # B `from` to the end of B `until` (chain stages)
     backward_held: List[List[int]]

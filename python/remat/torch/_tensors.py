@@ -69,24 +69,41 @@ def detached_like(t: torch.Tensor) -> torch.Tensor:
 
 # -- the saved-tensor hook -----------------------------------------------------------
 
+class Missing:
+    """In a list of what a stage saved: a saved tensor that a partial save
+    did not keep (_saves), made again by the stage's backward."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = Missing()
+
+
 def _unpacked(t: Any) -> Any:
     return t
 
 
-def saving(free: AbstractSet[FreeKey], saved: Optional[List[torch.Tensor]] = None,
-           keep: bool = True, seen: Optional[Callable[[torch.Tensor], None]] = None) -> Any:
+def saving(free: AbstractSet[FreeKey], saved: Optional[List[Any]] = None,
+           keep: bool = True, seen: Optional[Callable[[torch.Tensor], None]] = None,
+           keeps: Optional[Callable[[torch.Tensor], bool]] = None) -> Any:
     """Saved-tensor hooks for a run whose saved tensors are collected: a
     tensor on a storage in `free` (held anyway) or empty is saved as itself;
     any other is detached (the tensor itself would make a cycle through its
     grad_fn) and appended to `saved`, or, keep=False, replaced by None (as
-    the model's forward keeps only a handle for a stage it does not save).
-    `seen` is called first with every tensor autograd saves."""
+    the model's forward keeps only a handle for a stage it does not save);
+    with `keeps` (a partial save), one it does not keep is MISSING in
+    `saved`. `seen` is called first with every tensor autograd saves."""
     def pack(t: torch.Tensor) -> Any:
         if seen is not None:
             seen(t)
         if free_key(t) in free or t.untyped_storage().data_ptr() == 0:
             return t
         if not keep:
+            return None
+        if keeps is not None and not keeps(t):
+            if saved is not None:
+                saved.append(MISSING)
             return None
         d = t.detach()
         if saved is not None:

@@ -29,6 +29,8 @@ class GraphStageProbe(StageProbe):
         self.prev = set(prev)
         self.name = st.name
         self.last: Dict[fx.Node, Any] = {}
+        # a compiled stage runs inductor's kernels: no operator to record or replay
+        self.partial_saves = isinstance(st.gm, fx.GraphModule)
 
     def fwd(self, grad: bool, keep: bool = True) -> StageProbe.Result:
         st = self.st
@@ -47,8 +49,11 @@ class GraphStageProbe(StageProbe):
             elif self.prog.ph_spec.get(a, ("",))[0] == "PARAMETER":
                 v = self.proxy(v)
             args.append(v)
-        free = set(self.base_free) | {free_key(x) for a, x in zip(st.inputs, args)
-                                      if a in st.mutated}
+        # The copies of mutated buffers are free for the hooks; kept alive with
+        # the result, so that no tensor of the run gets one's address (and is
+        # taken for free) once the stage has done with it.
+        clones = [x for a, x in zip(st.inputs, args) if a in st.mutated]
+        free = set(self.base_free) | keys_of(clones)
         saved: List[torch.Tensor] = []
         held_leaves = [t for a, x in zip(st.inputs, args) if grad and a in self.prog.held
                        for t in tensors_in(x) if t.requires_grad]
@@ -66,7 +71,15 @@ class GraphStageProbe(StageProbe):
             graph_outs = scalars or out_a
         res = StageProbe.Result(out_a, saved, graph_outs, leaves, free)
         res.held_leaves = held_leaves
+        res.alive = clones
         return res
+
+    def redo(self) -> StageProbe.Result:
+        last = self.last  # the next stages read the main run's values, not these
+        try:
+            return self.fwd(True)
+        finally:
+            self.last = last
 
 
 def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Sequence[Any],
@@ -78,7 +91,6 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
     free = {free_key(v) for v in env.values() if isinstance(v, torch.Tensor)}
     device = device_of(feeds.values())
     out: List[Dict[str, Any]] = []
-    fall: List[int] = []
     held_bytes = 0
     with torch.random.fork_rng(devices=cuda_devices(feeds.values())):
         prev: Sequence[fx.Node] = prog.input_acts
@@ -87,7 +99,6 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
             info = measure(run, repeat, device, outputs_held=not st.boundary,
                            loss_output=prog.returns_loss)
             held_bytes += info.pop("held_outputs")
-            fall.append(info.pop("fall_overhead"))
             out.append(info)
             for o, v in run.last.items():  # the values the next stages read
                 env[o] = pytree.tree_map_only(
@@ -110,8 +121,7 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
     backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in backward_held)
     held_bytes += step_reserve(device, sum(1 for st in prog.stages if st.random), len(prog.calls))
-    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, fall + [0],
-                   backward_held)
+    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, backward_held)
 
 
 def shared_param_grads(prog: "GraphProgram", feeds: Dict[fx.Node, Any],

@@ -416,7 +416,8 @@ class GraphReplay:
             saved: List[torch.Tensor] = []
             free = KeepAlive(step.free_storages)  # plus the held values made again here
             try:
-                with torch.enable_grad(), saving(free, saved), HeldRegistry(free):
+                with torch.enable_grad(), saving(free, saved, keeps=step.keeps), \
+                        HeldRegistry(free):
                     outs = call_stage(st.gm_re, args)
             finally:
                 # The remade held values have this recomputation's graph, whose

@@ -29,12 +29,10 @@ def profile_blocks(model: nn.Module, blocks: List[Block], device: torch.device, 
     inputs = _block_inputs(model, blocks, args, kwargs)
     plain = _plain(model, blocks, device, args, kwargs, repeat)
     out: List[Dict[str, Any]] = []
-    fall: List[int] = []
     for blk, (a, kw) in zip(blocks, inputs):
         run = BlockProbe(model, blk, a, kw)
         info = measure(run, repeat, device)
         info.pop("held_outputs")
-        fall.append(info.pop("fall_overhead"))
         out.append(info)
         progress.update(blk.index, len(blocks), "blocks profiled")
     t_blocks = sum(s["fwd_time"] + s["bwd_time"] for s in out)
@@ -52,13 +50,12 @@ def profile_blocks(model: nn.Module, blocks: List[Block], device: torch.device, 
     # hands the last block, bounds it; and it gets what the chain misses
     # of the plain step's measured peak.
     epilogue["bwd_overhead"] = max(0, plain["backward_peak"] - out[-1]["grad_bytes"])
-    chain = remat.Chain([dict(s, fwd_overhead=f) for s, f in zip(out, fall)] + [epilogue],
-                        in_bytes, in_grad)
+    chain = remat.Chain(out + [epilogue], in_bytes, in_grad)
     predicted = remat.store_all_cost(chain)[0] + plain["prologue"] + plain["held_args"] \
         + plain["outputs"]
     epilogue["bwd_overhead"] += max(0, plain["peak"] - predicted)
     out.append(epilogue)
-    return Profile(out, in_bytes, in_grad, held, fall + [0], [])
+    return Profile(out, in_bytes, in_grad, held, [])
 
 
 def _block_inputs(model: nn.Module, blocks: List[Block], args: Args, kwargs: Kwargs

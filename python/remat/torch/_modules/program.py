@@ -293,7 +293,7 @@ class ModuleReplay:
             # With grad, as the main run: under no_grad some kernels differ in
             # the last bits (T5's self-attention on CPU). keep=False saves nothing.
             with _buffers_as(blk.module, snaps), torch.enable_grad(), \
-                    saving(free, saved, keep=keep):
+                    saving(free, saved, keep=keep, keeps=step.keeps):
                 # not leaves, as in the main run (an in-place ReLU block)
                 args, kwargs = set_slots(dargs, dkwargs, blk.in_slots, boundary(None, j - 1, ins))
                 out = blk.module(*args, **kwargs)
