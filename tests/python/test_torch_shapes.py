@@ -8,7 +8,6 @@ counted in the limit (loss=, or measured on the first step).
 No test is timed (the project's rule): what proves that no profile ran is
 RematModule.remat_counts; the time a new shape costs is in BENCHMARKS.md
 (bench/shapes_bench.py)."""
-import copy
 import random
 import warnings
 

@@ -181,7 +181,8 @@ class RematModule(nn.Module):
         """What the programs run: the model, or with loss= the model and the
         loss as one module (its parameters named "model.*")."""
         if self.remat_config.loss is None:
-            return self._remat_model
+            model: nn.Module = self._remat_model
+            return model
         t = self.__dict__.get("_remat_with_loss")
         if t is None:
             t = _WithLoss(self._remat_model, self.remat_config.loss)
@@ -438,11 +439,12 @@ class _CallerMeter:
         self.meter.__enter__()
         BEFORE_METER.append(self.close)
         self.meter.mark()
-        self.handles = [t.register_hook(self._arrived) for t in outs]
+        self.handles = [t.register_hook(self._arrived)  # type: ignore[no-untyped-call]
+                        for t in outs]
 
     @staticmethod
     def can_start(entry: Prepared) -> bool:
-        return not torch.autograd._profiler_enabled()
+        return not torch.autograd._profiler_enabled()  # type: ignore[attr-defined]
 
     def _arrived(self, grad: torch.Tensor) -> None:
         if not self.marked and self.meter is not None:
@@ -484,14 +486,27 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     """`model` wrapped to train within `memory` by a checkpointing schedule.
 
     memory: bytes (int), a size such as "8GiB", or a float: that fraction of
-    plain autograd's activation peak (0.5 = half). It bounds activations,
-    their gradients and temporaries; parameters, their gradients and the
-    optimizer state are outside it, as are the user's inputs.
+    plain autograd's activation peak (0.5 = half), of the largest input
+    prepared so far. It bounds activations, their gradients, temporaries and
+    the loss (see loss); parameters, their gradients and the optimizer
+    state are outside it, as are the user's inputs.
     algorithm: a remat chain solver ("optimal", "revolve", "sequential", ...).
     example_args / example_kwargs: an input like the ones you will train on;
-    it is captured, profiled and solved for now. A later call whose shapes,
-    dtypes, devices, autocast or parameter state differ is profiled again
-    (on_new_input="profile") or refused (on_new_input="error").
+    it is captured (with dynamic batch and sequence sizes where torch.export
+    allows), profiled and solved for now. A later call whose sizes differ is
+    derived from the graph's size formulas once a second shape has verified
+    them (no profile), else profiled once per bucket of sizes (rounded up to
+    powers of two); one whose dtypes, devices, autocast or parameter state
+    differ is profiled again (on_new_input="profile") or refused
+    (on_new_input="error", an InputChanged naming the change).
+    on_infeasible: "error" (an InfeasibleError naming what changed in the
+    input and the smallest limit it needs) or "fallback" (that input runs at
+    the smallest limit remat finds for it, with a warning once per input).
+    loss: None, or fn(output, *loss_args) -> scalar: the loss is captured
+    with the model and counted in the limit; the wrapped model then takes
+    loss_args=(targets, ...) and returns the loss. Without it, a loss
+    computed outside the model is measured on the first step and the limit
+    lowered by what it takes, from the second step on.
     capture: "auto" (torch.export, else module-level stages), "graph", "modules".
     bandwidth: the host link of the offloading algorithms ("pofo",
     "offload-only", "opportunist", "autocapper"): "auto" or None (measured

@@ -216,4 +216,5 @@ def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool
     # model returns its loss (backward starts from that scalar).
     grad_bytes = 0 if outputs_held and loss_output else dense_bytes(res.a)
     # (sym_max: symbolic sizes stay a formula instead of being decided at one shape)
-    return a_bytes, torch.sym_max(saved_bytes, a_bytes), grad_bytes, held_out
+    return a_bytes, torch.sym_max(  # type: ignore[no-untyped-call]
+        saved_bytes, a_bytes), grad_bytes, held_out

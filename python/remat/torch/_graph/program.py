@@ -201,10 +201,14 @@ class GraphProgram:
         if not self.dynamic:
             return ""
         seen: Set[str] = set()
-        out = []
+        out: List[str] = []
+        ranges = {str(s): r for s, r in self.ep.range_constraints.items()}
         for ph in self.user_inputs:
             for t in tensors_in(ph.meta.get("val")):
                 for i, d in enumerate(t.shape):
+                    r = ranges.get(str(d))
+                    if r is not None and r.lower == r.upper:
+                        continue  # a symbol export fixed to one value
                     if isinstance(d, torch.SymInt) and str(d) not in seen:
                         seen.add(str(d))
                         out.append("%s.shape[%d]" % (ph.name, i))

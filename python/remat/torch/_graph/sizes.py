@@ -19,7 +19,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import sympy
+import sympy  # type: ignore[import-untyped]
 import torch
 from torch import fx
 
@@ -49,7 +49,7 @@ def _bytes(t: torch.Tensor) -> Any:
 
 Formula = Callable[[Binding], Any]
 
-_NARY = {"Add": sum, "Max": max, "Min": min}
+_NARY: Dict[str, Callable[..., Any]] = {"Add": sum, "Max": max, "Min": min}
 
 
 def _compile(e: Any) -> Formula:
