@@ -41,7 +41,7 @@ def main(argv=None):
         model, args, kwargs = getattr(M, name)(seq=a.seq)
         ids = args[0]
 
-        def cut(n):
+        def cut(n, ids=ids):
             x = ids[:, :n].contiguous()
             return (x,), {"labels": x}
         t = time.perf_counter()

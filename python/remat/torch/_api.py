@@ -350,11 +350,14 @@ class RematModule(nn.Module):
             lines.append("on_infeasible='fallback': this input runs at %s, the smallest limit "
                          "remat finds for it, above the limit" % human(e.fallback))
         lines += self._shapes_report(e)
-        if self._remat_caller is not None:
+        if self._remat_caller is not None and self._remat_caller[0]:
             lines.append("the loss computed outside the model took %s beyond the prediction on "
-                         "the first step (measured between the model's forward and its "
-                         "backward); the limit is lowered by it, here %s" % (
-                             human(self._remat_caller[0]), human(self._caller_bytes(e))))
+                         "the first step (measured from the end of the model's forward to the "
+                         "first gradient at its outputs); the limit is lowered by it, here "
+                         "by %s" % (human(self._remat_caller[0]), human(self._caller_bytes(e))))
+        elif self._remat_caller is not None:
+            lines.append("the first step used nothing measurable beyond the prediction between "
+                         "the model's forward and its backward (the loss)")
         if e.bandwidth and e.plan is not None:
             n_off = sum(1 for st in e.plan.steps if st.kind == "Off")
             lines.append("host link %s/s (%s); %d offloads per step" % (

@@ -362,7 +362,6 @@ class ShapeSet:
         meta = dict(ref.meta.get("profile", {}))
         meta.update(held_bytes=prof.held_bytes, fall_overheads=fall,
                     backward_held=prof.backward_held, derived=self.sizes.describe(b))
-        meta.pop("link", None)
         chain = remat.Chain(stages, prof.input_bytes, prof.input_grad_bytes, name=ref.name,
                             time_unit="ms", meta={"profile": meta})
         info = dict(self.first.info, cached=None, derived=self.sizes.describe(b))
@@ -376,9 +375,8 @@ class ShapeSet:
         problems = _differences(derived, entry)
         self.trusted = not problems
         where = self.sizes.describe(b) if self.sizes is not None else ""
-        errs = _time_errors(derived, entry)
-        self.verdict = ("verified at %s: sizes exact, temporaries within their bounds, stage "
-                        "times within %.0f %%" % (where, 100 * max(errs, default=0.0))
+        self.verdict = ("verified at %s: sizes exact, temporaries within their bounds, the "
+                        "step's time %+.0f %%" % (where, 100 * _time_error(derived, entry))
                         if self.trusted else "not verified at %s (%s)" % (where, problems[0]))
         self.points.append(self._point(entry, b))
 
@@ -481,13 +479,13 @@ def _differences(derived: Prepared, measured: Prepared) -> List[str]:
     return out
 
 
-def _time_errors(derived: Prepared, measured: Prepared) -> List[float]:
-    out = []
-    for x, y in zip(derived.chain.stages, measured.chain.stages):
-        t = float(y.get("fwd_time", 0)) + float(y.get("bwd_time", 0))
-        if t > 0:
-            out.append(abs(float(x.get("fwd_time", 0)) + float(x.get("bwd_time", 0)) - t) / t)
-    return out
+def _time_error(derived: Prepared, measured: Prepared) -> float:
+    """The derived step time (every stage's forward and backward) against
+    the measured, relative."""
+    def total(c: "remat.Chain") -> float:
+        return sum(float(s["fwd_time"]) + float(s["bwd_time"]) for s in c.stages)
+    t = total(measured.chain)
+    return (total(derived.chain) - t) / t if t > 0 else 0.0
 
 
 def entry_for(sets: List[ShapeSet], model: nn.Module, args: Args, kwargs: Kwargs,

@@ -18,12 +18,12 @@ FreeKey = Tuple[str, int]
 
 
 def _ptr(s: Any) -> int:
-    """A storage's identity: its data pointer (0: empty), or, for a FakeTensor's
-    storage (the symbolic size pass, _graph/sizes.py), its address."""
-    try:
-        return int(s.data_ptr())
-    except RuntimeError:  # no data: a FakeTensor's
+    """A storage's identity: its data pointer (0: empty), or, for a storage
+    without data (a FakeTensor's, in the symbolic size pass of
+    _graph/sizes.py), its address."""
+    if s.device.type == "meta":
         return int(s._cdata)
+    return int(s.data_ptr())
 
 
 def free_key(t: torch.Tensor) -> FreeKey:

@@ -29,6 +29,12 @@ class GraphStageProbe(StageProbe):
         self.prev = set(prev)
         self.name = st.name
         self.last: Dict[fx.Node, Any] = {}
+        # FakeTensors (the size pass): the storages of the clones of mutated
+        # inputs are kept alive with the values, or a freed one's address,
+        # a key in `free`, comes back for an output (real storages, made by
+        # the allocator in other size classes, do not meet this)
+        self.keep_clones = False
+        self.clones: List[torch.Tensor] = []
 
     def fwd(self, grad: bool, keep: bool = True) -> StageProbe.Result:
         st = self.st
@@ -49,6 +55,8 @@ class GraphStageProbe(StageProbe):
             args.append(v)
         free = set(self.base_free) | {free_key(x) for a, x in zip(st.inputs, args)
                                       if a in st.mutated}
+        if self.keep_clones:
+            self.clones = [x for a, x in zip(st.inputs, args) if a in st.mutated]
         saved: List[torch.Tensor] = []
         held_leaves = [t for a, x in zip(st.inputs, args) if grad and a in self.prog.held
                        for t in tensors_in(x) if t.requires_grad]
@@ -90,6 +98,7 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
         prev: Sequence[fx.Node] = prog.input_acts
         for st in prog.stages:
             run = GraphStageProbe(prog, st, env, prev, free)
+            run.keep_clones = sizes
             if sizes:
                 info = sizes_only(run, outputs_held=not st.boundary,
                                   loss_output=prog.returns_loss)
