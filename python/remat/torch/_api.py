@@ -353,8 +353,10 @@ class RematModule(nn.Module):
         if self._remat_caller is not None and self._remat_caller[0]:
             lines.append("the loss computed outside the model took %s beyond the prediction on "
                          "the first step (measured from the end of the model's forward to the "
-                         "first gradient at its outputs); the limit is lowered by it, here "
-                         "by %s" % (human(self._remat_caller[0]), human(self._caller_bytes(e))))
+                         "first gradient at its outputs); from the second step on the limit "
+                         "is lowered by it, for this input by %s: the model runs within %s" % (
+                             human(self._remat_caller[0]), human(self._caller_bytes(e)),
+                             human(e.limit)))
         elif self._remat_caller is not None:
             lines.append("the first step used nothing measurable beyond the prediction between "
                          "the model's forward and its backward (the loss)")
