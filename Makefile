@@ -97,10 +97,12 @@ test-installed: wheel
 	    $(INSTALLED_TESTS)
 
 # ThreadSanitizer on the tests of the threaded solvers (optimal, revolve,
-# pofo). Two cases that take minutes under TSan (long single-table sweeps,
-# covered by `make test`) are left out.
-TSAN_TESTS := test_optimal test_revolve test_offload
-TSAN_SKIP  := -curve_from_min -random_schedules_valid
+# pofo, the join solver). Cases that take minutes under TSan (long
+# single-table sweeps and the join brute force, single-threaded, covered by
+# `make test`) are left out.
+TSAN_TESTS := test_optimal test_revolve test_offload test_hjoin
+TSAN_SKIP  := -curve_from_min -random_schedules_valid -brute_force_two_branches \
+              -brute_force_three_branches -any_order_at_most_nested -one_branch_equals_optimal
 tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/tests/%)
@@ -109,12 +111,14 @@ tsan:
 	    || exit 1; done
 
 # Static checks: ruff and mypy --strict on the Python package (pyproject.toml),
-# cppcheck on the library, the CLI and the fuzz targets. No finding is
+# no import circle in it (scripts/check_imports.py), cppcheck on the library,
+# the CLI and the fuzz targets. No finding is
 # allowed; a suppression, if one is ever needed, says why it is a false positive.
 CPPCHECK_SUPPRESS :=
 lint:
 	$(PYTHON) -m ruff check
 	$(PYTHON) -m mypy
+	$(PYTHON) scripts/check_imports.py
 	cppcheck -q --std=c11 --enable=warning,performance,portability --inline-suppr \
 	    --error-exitcode=1 $(CPPCHECK_SUPPRESS) -Iinclude -Isrc -j2 src tools fuzz
 
@@ -164,6 +168,7 @@ figures: all
 	$(REMAT_PY) solve $(R101) --memory 3GiB -o $(BUILD)/fig-optimal.json
 	$(REMAT_PY) plot timeline $(R101) $(BUILD)/fig-optimal.json -o docs/img/timeline_resnet101_optimal.png
 	$(REMAT_PY) plot join examples/join/toy.json --compare -o docs/img/join_toy.png
+	$(REMAT_PY) plot join examples/join/clip-like.json --compare -o docs/img/join_clip_like.png
 
 # The main job as a user gets it: pip installs the package (library inside,
 # the `remat` command on the venv's PATH), then info and the curve of ResNet-101.

@@ -271,12 +271,107 @@ static int threads_row(const remat_chain *c, uint64_t memory, uint64_t bucket, i
     return !same;
 }
 
+/* ---- calibration of the estimate (docs/bounded.md) ---- */
+
+/* CPU seconds of this process: one core's seconds with one thread, however
+ * loaded the machine is. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A CNN-like random chain of n stages (sizes 1-100 MB), seeded. */
+static remat_chain *cal_chain(size_t n, uint64_t seed) {
+    remat_stage *st = calloc(n, sizeof *st);
+    if (!st) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(seed >> 11) / 9007199254740992.0;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        double v = (double)(seed >> 11) / 9007199254740992.0;
+        st[i].out_bytes = (uint64_t)(1e6 + 99e6 * u);
+        st[i].saved_bytes = st[i].out_bytes + (uint64_t)(2 * st[i].out_bytes * v);
+        st[i].grad_bytes = st[i].out_bytes;
+        st[i].fwd_overhead = (uint64_t)(1e7 * v);
+        st[i].bwd_overhead = (uint64_t)(2e7 * u);
+        st[i].fwd_time = 0.1 + 5 * u;
+        st[i].bwd_time = st[i].fwd_time * (1 + 2 * v);
+    }
+    remat_chain *c = NULL;
+    remat_error e;
+    if (remat_chain_create("calibration", 50000000, 50000000, st, n, &c, &e) != REMAT_OK)
+        fprintf(stderr, "bench_revolve: %s\n", e.message);
+    free(st);
+    return c;
+}
+
+/* One thread, CPU seconds (one core's seconds): the measured bounds and DP
+ * against the estimate's constants and its bound on the cells. */
+static int calibrate(void) {
+    printf("## revolve: calibration of the estimate (one thread, CPU seconds)\n\n");
+    printf("| stages | memory | bucket | actions M | bounds s | ns / action | cells G | "
+           "DP s | ns / cell | estimated cells / cells | estimate s | measured s |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    static const size_t sizes[] = {100, 200, 400, 0};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        /* the last: the thesis' DenseNet, long rows at its 8 GiB */
+        remat_chain *c = NULL;
+        if (sizes[k])
+            c = cal_chain(sizes[k], 7 + k);
+        else if (remat_chain_load("examples/densenet121-thesis.json", &c, NULL) != REMAT_OK)
+            break;
+        uint64_t peak = 0;
+        if (!c || remat_store_all_cost(c, &peak, NULL, NULL) != REMAT_OK) return 1;
+        for (int v = 0; v < 3; v++) {
+            remat_solve_options o;
+            remat_solve_options_init(&o);
+            o.algorithm = REMAT_ALG_REVOLVE;
+            o.threads = 1;
+            o.max_seconds = 1e9; /* a limit, so that the estimate is made */
+            o.memory = v == 2 ? peak / 5 : peak / 2;
+            o.bucket_bytes = v == 1 ? o.memory / 2000 : 0;
+            if (!sizes[k]) { /* bench_revolve's main rows: 8 GiB, 1 and 5 MiB buckets */
+                o.memory = (uint64_t)8 << 30;
+                o.bucket_bytes = (uint64_t)(v == 0 ? 1 : v == 1 ? 5 : 25) << 20;
+            }
+            remat__revolve_stats st;
+            remat_schedule *s = NULL;
+            remat_error e;
+            double t0 = cpu_now();
+            remat_status rc = remat__revolve_solve_stats(c, &o, &s, &st, &e);
+            double dt = cpu_now() - t0;
+            remat_schedule_free(s);
+            if (rc != REMAT_OK) {
+                printf("| %zu | %s | - | - | - | - | - | - | - | - | - | %s |\n", c->n,
+                       v == 2 ? "peak/5" : "peak/2", e.message);
+                continue;
+            }
+            const char *mem = !sizes[k] ? "8 GiB" : v == 2 ? "peak/5" : "peak/2";
+            char bk[32];
+            snprintf(bk, sizeof bk, "%s", v == 1 ? "memory/2000" : "default");
+            if (!sizes[k]) snprintf(bk, sizeof bk, "%llu MiB", (unsigned long long)(o.bucket_bytes >> 20));
+            printf("| %zu | %s | %s | %.1f | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f | %.2f | "
+                   "%.2f |\n",
+                   c->n, mem, bk, (double)st.bound_actions / 1e6, st.bounds_seconds,
+                   1e9 * st.bounds_seconds / (double)st.bound_actions, (double)st.cells / 1e9,
+                   st.dp_seconds, st.cells ? 1e9 * st.dp_seconds / (double)st.cells : 0.0,
+                   st.cells ? st.estimate_cells / (double)st.cells : 0.0, st.estimate_seconds, dt);
+            fflush(stdout);
+        }
+        remat_chain_free(c);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int quick = 0;
     const char *path = "examples/densenet121-thesis.json";
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[a], "--calibrate") == 0)
+            return calibrate();
         else
             path = argv[a];
     }

@@ -65,6 +65,26 @@ def random_chain(L, seed):
             "input_bytes": 50000000, "input_grad_bytes": 50000000, "stages": stages}
 
 
+def with_options(chain, k, seed):
+    """The chain with k partial saves per stage (issue 24): each keeps a[i]
+    plus a random share of the rest of abar[i], and its backward takes up to
+    one forward more (the recomputation of what it did not keep)."""
+    rng = random.Random(seed)
+    out = json.loads(json.dumps(chain))
+    for st in out["stages"]:
+        opts = []
+        for j in range(k):
+            share = rng.random()
+            opts.append({"name": "p%d" % (j + 1),
+                         "saved_bytes": int(st["out_bytes"] + share * (st["saved_bytes"] -
+                                                                       st["out_bytes"])),
+                         "fall_overhead": int(st.get("fwd_overhead", 0) * rng.random()),
+                         "bwd_time": st["bwd_time"] + (1 - share) * st["fwd_time"],
+                         "bwd_overhead": int(st.get("bwd_overhead", 0) * (1 + rng.random()))})
+        st["options"] = opts
+    return out
+
+
 def sizes(chain):
     """a, abar, d (d[n] = 0, the seed) as in SPEC section 1."""
     st = chain["stages"]
@@ -313,10 +333,24 @@ def compare(args, name, chain_path, slots, tmp):
     m_half = peak // 2
     sched = os.path.join(tmp, "s.json")
     rt, rr, ct, cr, rt_dp, rr_dp, rct, rcr = [], [], [], [], [], [], [], []
+    ot, orr = [], []
+    opt_path = None
+    if args.options:
+        with open(chain_path) as f:
+            doc = with_options(json.load(f), args.options, 24)
+        opt_path = os.path.join(tmp, "options.json")
+        with open(opt_path, "w") as f:
+            json.dump(doc, f)
     for _ in range(args.reps):
         wall, rss, rc = remat_solve(args, chain_path, m_half, slots, sched)
         rt.append(wall)
         rr.append(rss)
+        if opt_path:
+            wall, rss, rc = remat_solve(args, opt_path, m_half, slots, sched)
+            if rc != 0:
+                raise RuntimeError("remat solve with options failed (%d)" % rc)
+            ot.append(wall)
+            orr.append(rss)
         r = rotor(args, chain_path, m_half, slots)
         rt_dp.append(r["dp_s"])
         rr_dp.append(r["rss_kb"])
@@ -328,7 +362,7 @@ def compare(args, name, chain_path, slots, tmp):
         rct.append(r["dp_s"])
         rcr.append(r["rss_kb"])
     timing = {"solve": (rt, rt_dp), "solve_rss": (rr, rr_dp), "curve": (ct, rct),
-              "curve_rss": (cr, rcr)}
+              "curve_rss": (cr, rcr), "options": (ot, orr)}
     # quality over a sweep of limits
     for k in range(args.limits):
         frac = k / (args.limits - 1)
@@ -357,6 +391,8 @@ def main():
     ap.add_argument("--limits", type=int, default=11)
     ap.add_argument("--slots", default="500,1000")
     ap.add_argument("--chains", default="resnet1001-like,random-339")
+    ap.add_argument("--options", type=int, default=0,
+                    help="also time remat solve with this many partial saves per stage")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--chain", help=argparse.SUPPRESS)
     ap.add_argument("--memory", type=int, help=argparse.SUPPRESS)
@@ -418,6 +454,16 @@ def main():
                 med(rss_s) / 1024, med(rss_o) / 1024, med(rss_o) / med(rss_s)))
             print("| curve peak RSS (MiB) | %.1f | %.1f | %.1f |" % (
                 med(rss_c) / 1024, med(rss_co) / 1024, med(rss_co) / med(rss_c)))
+            os_, orss = timing["options"]
+            if os_:
+                print("\n| solve at peak/2 | median (spread) s | / plain remat | rotor / it | "
+                      "peak RSS (MiB) |")
+                print("| --- | --- | --- | --- | --- |")
+                print("| remat, plain chain | %.3f (%s) | 1 | %.1f | %.1f |" % (
+                    med(rs), spread(rs), med(ro) / med(rs), med(rss_s) / 1024))
+                print("| remat, %d partial saves per stage | %.3f (%s) | %.2f | %.1f | %.1f |" % (
+                    args.options, med(os_), spread(os_), med(os_) / med(rs), med(ro) / med(os_),
+                    med(orss) / 1024))
             print("\nlimits where remat is slower than a valid rotor schedule: %d of %d"
                   % (worse, len(rows)))
             summary.append((name, slots, worse, len(rows), med(ro) / med(rs), med(co) / med(cs),

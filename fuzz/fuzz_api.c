@@ -1,7 +1,7 @@
 /* libFuzzer target: every public function, called on structs built straight
  * from the bytes (not through the validating constructors): NULL pointers,
  * counts past the arrays, unterminated names, NaN times, branch counts past
- * REMAT_JOIN_MAX_BRANCHES. The library must answer each with a status (or,
+ * REMAT_JOIN_MAX_BRANCHES and REMAT_HJOIN_MAX_BRANCHES. The library must answer each with a status (or,
  * for helpers without one, a neutral value) and never read out of bounds.
  * tests/cli/test_abi.sh checks that every REMAT_API function appears in some
  * fuzz target. */
@@ -34,8 +34,28 @@ static void fill_name(reader *r, char *dst, size_t cap) {
     if (b != 255) dst[b % cap] = '\0'; /* 255: no terminating NUL at all */
 }
 
-/* A chain struct exactly as the bytes say; stages has room for 8. */
-static void make_chain(reader *r, remat_chain *c, remat_stage *stages) {
+/* A stage's partial saves and fall_overhead as the bytes say; opts has room
+ * for 3 options, so larger counts stay past REMAT_MAX_OPTIONS (refused
+ * before any read) or have no array. */
+static void make_options(reader *r, remat_stage *s, remat_stage_option *opts) {
+    s->fall_overhead = u64(r);
+    s->has_fall_overhead = (int)(byte(r) % 3); /* 2: any nonzero flag */
+    static const size_t counts[] = {0, 1, 2, 3, 9, SIZE_MAX};
+    unsigned b = byte(r);
+    s->n_options = counts[b % 6];
+    s->options = b & 0x80 ? NULL : opts;
+    for (size_t k = 0; k < 3; k++) {
+        fill_name(r, opts[k].name, sizeof opts[k].name);
+        opts[k].saved_bytes = byte(r) & 1 ? s->out_bytes : u64(r);
+        opts[k].fall_overhead = byte(r) & 1 ? 0 : u64(r);
+        opts[k].bwd_time = real(r);
+        opts[k].bwd_overhead = byte(r) & 1 ? 0 : u64(r);
+    }
+}
+
+/* A chain struct exactly as the bytes say; stages has room for 8, opts for
+ * 3 options per stage. */
+static void make_chain(reader *r, remat_chain *c, remat_stage *stages, remat_stage_option *opts) {
     memset(c, 0, sizeof *c);
     fill_name(r, c->name, sizeof c->name);
     fill_name(r, c->time_unit, sizeof c->time_unit);
@@ -55,6 +75,10 @@ static void make_chain(reader *r, remat_chain *c, remat_stage *stages) {
         s->grad_bytes = byte(r) & 1 ? 0 : u64(r);
         s->fwd_overhead = byte(r) & 3 ? 0 : u64(r);
         s->bwd_overhead = byte(r) & 3 ? 0 : u64(r);
+        s->n_options = 0;
+        s->options = NULL;
+        s->has_fall_overhead = 0;
+        if (byte(r) & 1) make_options(r, s, &opts[3 * i]);
     }
 }
 
@@ -62,7 +86,8 @@ static void make_schedule(reader *r, remat_schedule *s, remat_op *ops) {
     memset(s, 0, sizeof *s);
     fill_name(r, s->algorithm, sizeof s->algorithm);
     for (size_t k = 0; k < 16; k++)
-        ops[k] = (remat_op){(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r) % 10};
+        ops[k] = (remat_op){(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r) % 10,
+                            (uint8_t)(byte(r) % 5)};
     unsigned b = byte(r);
     s->n_ops = b % 17;
     s->cap = b & 0x20 ? 0 : 16;
@@ -86,6 +111,30 @@ static void make_problem(reader *r, remat_join_problem *p) {
     p->bwd_time = real(r);
     p->turn_time = real(r);
     p->slots = u64(r) % 64;
+}
+
+/* A join network struct exactly as the bytes say; each branch has room for
+ * 8 of `stages`. */
+static void make_hjoin(reader *r, remat_hjoin *j, remat_stage *stages) {
+    memset(j, 0, sizeof *j);
+    fill_name(r, j->name, sizeof j->name);
+    fill_name(r, j->time_unit, sizeof j->time_unit);
+    unsigned b = byte(r);
+    j->k = b % 7; /* past REMAT_HJOIN_MAX_BRANCHES too */
+    if (b & 0x80) j->k = SIZE_MAX;
+    for (size_t q = 0; q < REMAT_HJOIN_MAX_BRANCHES; q++) {
+        remat_hjoin_branch *br = &j->branches[q];
+        fill_name(r, br->name, sizeof br->name);
+        br->input_bytes = u64(r) % 64;
+        br->input_grad_bytes = byte(r) & 1 ? 0 : u64(r);
+        unsigned c = byte(r);
+        br->n = c % 5;
+        if (c & 0x80) br->n = 1000000;
+        br->stages = c & 0x40 ? NULL : stages;
+    }
+    j->turn = stages[byte(r) % 8];
+    j->turn.out_bytes %= 16;
+    j->turn.saved_bytes = j->turn.out_bytes + byte(r) % 4;
 }
 
 /* A failure comes with a message; a success leaves something to free. */
@@ -179,15 +228,26 @@ static void schedule_calls(reader *r, remat_schedule *s) {
     }
     status_ok(remat_schedule_save(s, "/dev/null", &e), &e);
     char text[REMAT_OP_TEXT_MAX];
-    remat_op op = {(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r)};
+    remat_op op = {(uint8_t)(byte(r) % 10), (uint8_t)(byte(r) % 3), byte(r),
+                   (uint8_t)(byte(r) & 1 ? 0 : byte(r))};
     remat_op_format(op, text);
     remat_op back;
+    /* "/k" is written for an F or B op and read back for Fall only */
     if (op.kind <= REMAT_OP_WAIT && op.value <= REMAT_VALUE_ABAR &&
         remat_op_parse(text, &back, &e) == REMAT_OK)
-        CHECK(back.kind == op.kind && back.index == op.index);
+        CHECK(back.kind == op.kind && back.index == op.index &&
+              (back.option == op.option || op.kind > REMAT_OP_B));
     remat_schedule *grown = NULL;
     CHECK(remat_schedule_create(byte(r) & 1 ? NULL : "fuzz", &grown, &e) == REMAT_OK);
-    for (int k = 0; k < 3; k++) CHECK(remat_schedule_push(grown, op, &e) == REMAT_OK);
+    /* an op without a text (kind or value outside its enum) is refused: no
+     * document could hold it (issue 23) */
+    int has_text = op.kind <= REMAT_OP_WAIT && op.value <= REMAT_VALUE_ABAR;
+    for (int k = 0; k < 3; k++) {
+        remat_status ps = remat_schedule_push(grown, op, &e);
+        CHECK(ps == (has_text ? REMAT_OK : REMAT_E_INPUT));
+        if (ps != REMAT_OK) check_error(ps, &e);
+    }
+    CHECK(grown->n_ops == (has_text ? 3u : 0u));
     remat_schedule_free(grown);
     /* Pushing onto a hand-made schedule must never write past its array. */
     if (s->cap == 16 && s->ops && s->n_ops < s->cap) status_ok(remat_schedule_push(s, op, &e), &e);
@@ -271,6 +331,78 @@ static void join_calls(reader *r, const remat_join_problem *p) {
     }
 }
 
+static void hjoin_calls(reader *r, const remat_hjoin *j) {
+    remat_error e;
+    char *json = NULL;
+    remat_status st = remat_hjoin_to_json(j, &json, &e);
+    status_ok(st, &e);
+    if (st == REMAT_OK) {
+        CHECK(remat_hjoin_is_json(json, strlen(json)));
+        remat_hjoin *back = NULL;
+        CHECK(remat_hjoin_from_json(json, strlen(json), "<rt>", &back, &e) == REMAT_OK);
+        remat_hjoin_free(back);
+        remat_free(json);
+    }
+    status_ok(remat_hjoin_save(j, "/dev/null", &e), &e);
+    remat_hjoin *copy = NULL;
+    status_ok(remat_hjoin_create(j->name, NULL, j->k, j->branches, &j->turn, &copy, &e), &e);
+    remat_hjoin_free(copy);
+    remat_chain *c = NULL;
+    status_ok(remat_hjoin_branch_chain(j, byte(r) % 6, &c, &e), &e);
+    remat_chain_free(c);
+    status_ok(remat_hjoin_flatten(j, &c, &e), &e);
+    remat_chain_free(c);
+    uint64_t peak = 0, mm = 0;
+    double t = 0;
+    status_ok(remat_hjoin_store_all_cost(j, &peak, &t, &e), &e);
+    /* a hand-made schedule: counts without arrays, past the capacity */
+    remat_hjoin_op ops[8];
+    for (size_t k = 0; k < 8; k++)
+        ops[k] = (remat_hjoin_op){(uint8_t)(byte(r) % 6), (uint8_t)(byte(r) % 6), byte(r) % 6};
+    remat_hjoin_schedule hand;
+    memset(&hand, 0, sizeof hand);
+    fill_name(r, hand.algorithm, sizeof hand.algorithm);
+    hand.time = real(r);
+    hand.n_ops = byte(r) % 10;
+    hand.cap = byte(r) & 1 ? 8 : 0;
+    if (!hand.cap && hand.n_ops > 8) hand.n_ops = 8; /* past the array only where cap says so */
+    hand.ops = byte(r) & 1 ? ops : NULL;
+    remat_hjoin_sim_result *res = NULL;
+    status_ok(remat_hjoin_simulate(j, &hand, &res, &e), &e);
+    remat_hjoin_sim_result_free(res);
+    remat_hjoin_exec_plan *plan = NULL;
+    status_ok(remat_hjoin_exec_plan_create(j, &hand, &plan, &e), &e);
+    remat_hjoin_exec_plan_free(plan);
+    st = remat_hjoin_schedule_to_json(&hand, &json, &e);
+    status_ok(st, &e);
+    if (st == REMAT_OK) {
+        CHECK(!strstr(json, "nan") && !strstr(json, "inf"));
+        remat_free(json);
+    }
+    status_ok(remat_hjoin_schedule_save(&hand, "/dev/null", &e), &e);
+    if (hand.cap == 8 && hand.ops && hand.n_ops < hand.cap)
+        status_ok(remat_hjoin_schedule_push(&hand, ops[0], &e), &e);
+    char text[REMAT_HJOIN_OP_TEXT_MAX];
+    remat_hjoin_op_format(ops[1], text);
+    remat_hjoin_op back;
+    (void)remat_hjoin_op_parse(text, &back, &e);
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = u64(r);
+    o.slots = byte(r) % 3 == 0 ? 0 : 16;
+    o.max_work_bytes = 4u << 20;
+    o.max_seconds = 0.5;
+    o.threads = 1;
+    remat_hjoin_schedule *s = NULL;
+    status_ok(remat_hjoin_solve(j, &o, &s, &e), &e);
+    remat_hjoin_schedule_free(s);
+    status_ok(remat_hjoin_min_memory(j, &o, &mm, &e), &e);
+    remat_curve *cv = NULL;
+    o.memory = 0;
+    status_ok(remat_hjoin_curve(j, &o, byte(r) % 4, &cv, &e), &e);
+    remat_curve_free(cv);
+}
+
 static void text_calls(const uint8_t *data, size_t size) {
     char text[48];
     size_t n = size < sizeof text - 1 ? size : sizeof text - 1;
@@ -283,8 +415,27 @@ static void text_calls(const uint8_t *data, size_t size) {
     if (remat_algorithm_parse(text, &a, &e) == REMAT_OK)
         CHECK(strcmp(remat_algorithm_name(a), text) == 0);
     (void)remat_algorithm_name((remat_algorithm)(n % 12));
+    /* Out-of-range values answer "?" and 0; every valid one has a line. */
+    remat_algorithm any = (remat_algorithm)(n % 12);
+    int valid = (size_t)any < remat_algorithm_count();
+    CHECK(remat_algorithm_summary(any)[0] && (valid || !remat_algorithm_is_offload(any)));
+    CHECK(valid == (strcmp(remat_algorithm_summary(any), "?") != 0));
     remat_join_op jop;
     status_ok(remat_join_op_parse(text, &jop, &e), &e);
+    remat_hjoin_op hop;
+    status_ok(remat_hjoin_op_parse(text, &hop, &e), &e);
+    (void)remat_hjoin_is_json(text, n);
+    (void)remat_hjoin_schedule_is_json(text, n);
+    remat_hjoin *hj = NULL;
+    status_ok(remat_hjoin_load("/dev/null", &hj, &e), &e);
+    status_ok(remat_hjoin_from_json(text, n, NULL, &hj, &e), &e);
+    remat_hjoin_free(hj);
+    remat_hjoin_schedule *hs = NULL;
+    status_ok(remat_hjoin_schedule_load("/dev/null", &hs, &e), &e);
+    status_ok(remat_hjoin_schedule_from_json(text, n, NULL, &hs, &e), &e);
+    remat_hjoin_schedule_free(hs);
+    status_ok(remat_hjoin_schedule_create(text, &hs, &e), &e);
+    remat_hjoin_schedule_free(hs);
     remat_op op;
     status_ok(remat_op_parse(text, &op, &e), &e);
     (void)remat_sizeof(text);
@@ -318,17 +469,21 @@ static void text_calls(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
     remat_stage stages[8];
+    remat_stage_option opts[3 * 8];
     remat_chain c;
     remat_op ops[16];
     remat_schedule s;
     remat_join_problem p;
-    make_chain(&r, &c, stages);
+    remat_hjoin hj;
+    make_chain(&r, &c, stages, opts);
     make_schedule(&r, &s, ops);
     make_problem(&r, &p);
-    switch (byte(&r) % 4) {
+    make_hjoin(&r, &hj, stages);
+    switch (byte(&r) % 5) {
     case 0: chain_calls(&r, &c, &s); break;
     case 1: schedule_calls(&r, &s); break;
     case 2: join_calls(&r, &p); break;
+    case 3: hjoin_calls(&r, &hj); break;
     default: text_calls(data, size); break;
     }
     /* NULL everywhere a pointer is taken. */
@@ -339,5 +494,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(remat_sim_result_to_json(NULL, &json, &e) == REMAT_E_INPUT);
     CHECK(isnan(remat_join_span_star(NULL)));
     CHECK(isnan(remat_join_plan_makespan(NULL, 3)));
+    CHECK(remat_hjoin_to_json(NULL, &json, &e) == REMAT_E_INPUT);
+    CHECK(remat_hjoin_simulate(NULL, NULL, NULL, &e) == REMAT_E_INPUT);
+    remat_hjoin_free(NULL);
+    remat_hjoin_schedule_free(NULL);
+    remat_hjoin_sim_result_free(NULL);
+    remat_hjoin_exec_plan_free(NULL);
     return 0;
 }

@@ -16,8 +16,17 @@ static int same_chain(const remat_chain *a, const remat_chain *b) {
         if (strcmp(x->name, y->name) || x->fwd_time != y->fwd_time ||
             x->bwd_time != y->bwd_time || x->out_bytes != y->out_bytes ||
             x->saved_bytes != y->saved_bytes || x->grad_bytes != y->grad_bytes ||
-            x->fwd_overhead != y->fwd_overhead || x->bwd_overhead != y->bwd_overhead)
+            x->fwd_overhead != y->fwd_overhead || x->bwd_overhead != y->bwd_overhead ||
+            x->fall_overhead != y->fall_overhead || x->has_fall_overhead != y->has_fall_overhead ||
+            x->n_options != y->n_options)
             return 0;
+        for (size_t k = 0; k < x->n_options; k++) {
+            const remat_stage_option *o = &x->options[k], *q = &y->options[k];
+            if (strcmp(o->name, q->name) || o->saved_bytes != q->saved_bytes ||
+                o->fall_overhead != q->fall_overhead || o->bwd_time != q->bwd_time ||
+                o->bwd_overhead != q->bwd_overhead || o->saved_bytes < x->out_bytes)
+                return 0;
+        }
     }
     return 1;
 }
@@ -83,6 +92,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st != REMAT_OK) fprintf(stderr, "round trip: %s\n", e.message);
     CHECK(st == REMAT_OK);
     CHECK(same_chain(c, c2));
+    char *text2 = NULL; /* the writer's output is a fixed point */
+    CHECK(remat_chain_to_json(c2, &text2, &e) == REMAT_OK && strcmp(text, text2) == 0);
+    remat_free(text2);
 
     uint64_t peak = 0;
     double time = 0;

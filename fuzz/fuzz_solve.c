@@ -22,10 +22,31 @@ static uint64_t size_of(reader *r) {
 
 static double time_of(reader *r) { return times[byte(r) % 12]; }
 
-static remat_chain *decode_chain(reader *r) {
+/* Partial saves and fall_overhead of stage s, when the bytes ask for them. */
+static void decode_options(reader *r, remat_stage *s, remat_stage_option *opts) {
+    if (byte(r) & 1) {
+        s->has_fall_overhead = 1;
+        s->fall_overhead = size_of(r);
+    }
+    s->n_options = byte(r) % 3;
+    s->options = opts;
+    for (size_t k = 0; k < s->n_options; k++) {
+        opts[k].saved_bytes = s->out_bytes;
+        uint64_t extra = size_of(r);
+        if (extra < ((uint64_t)1 << 53) - s->out_bytes) opts[k].saved_bytes += extra;
+        opts[k].bwd_time = time_of(r);
+        opts[k].fall_overhead = byte(r) & 1 ? size_of(r) : 0;
+        opts[k].bwd_overhead = byte(r) & 1 ? size_of(r) : 0;
+    }
+}
+
+/* with_options: stages may have partial saves and a fall_overhead. */
+static remat_chain *decode_chain(reader *r, int with_options) {
     size_t n = 1 + byte(r) % 6;
     remat_stage st[6];
+    remat_stage_option opts[6][2];
     memset(st, 0, sizeof st);
+    memset(opts, 0, sizeof opts);
     uint64_t in = size_of(r), ing = size_of(r);
     for (size_t i = 0; i < n; i++) {
         st[i].fwd_time = time_of(r);
@@ -37,6 +58,7 @@ static remat_chain *decode_chain(reader *r) {
         st[i].grad_bytes = byte(r) & 1 ? st[i].out_bytes : size_of(r);
         st[i].fwd_overhead = byte(r) & 1 ? size_of(r) : 0;
         st[i].bwd_overhead = byte(r) & 1 ? size_of(r) : 0;
+        if (with_options) decode_options(r, &st[i], opts[i]);
     }
     remat_chain *c = NULL;
     remat_error e;
@@ -45,11 +67,6 @@ static remat_chain *decode_chain(reader *r) {
         return NULL;
     }
     return c;
-}
-
-static int is_offload(remat_algorithm a) {
-    return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
-           a == REMAT_ALG_AUTOCAPPER;
 }
 
 static void check_schedule(const remat_chain *c, const remat_schedule *s, uint64_t limit,
@@ -83,12 +100,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.revolve_mode = (remat_revolve_mode)(byte(&rd) % 3);
     o.exact_no_del = byte(&rd) & 1;
     o.offload_values = byte(&rd) % 8;
-    if (is_offload(o.algorithm)) o.bandwidth = bandwidths[byte(&rd) % 8];
+    if (remat_algorithm_is_offload(o.algorithm)) o.bandwidth = bandwidths[byte(&rd) % 8];
     /* FUZZ_SKIP=pofo,exact leaves out algorithms with a known open finding. */
     const char *skip = getenv("FUZZ_SKIP");
     if (skip && strstr(skip, remat_algorithm_name(o.algorithm))) return 0;
     unsigned lim = byte(&rd);
-    remat_chain *c = decode_chain(&rd);
+    remat_chain *c = decode_chain(&rd, 1); /* with partial saves and fall_overhead */
     if (!c) return 0;
     if (o.algorithm == REMAT_ALG_EXACT && c->n > 4) {
         remat_chain_free(c);

@@ -15,7 +15,7 @@ for bin in "$dir"/fuzz_*; do
     case $name in
     chain) seeds="fuzz/corpus/chain tests/cli/data examples" ;;
     schedule_sim) seeds="fuzz/corpus/schedule_sim" ;;
-    join) seeds="fuzz/corpus/join examples/join" ;;
+    join | hjoin) seeds="fuzz/corpus/$name examples/join" ;;
     *) seeds="fuzz/corpus/$name" ;;
     esac
     mkdir -p "$dir/corpus/$name"

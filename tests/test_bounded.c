@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/parallel.h"
+#include "solvers/optimal_test.h"
 #include "solvers/solvers_internal.h"
 #include "test.h"
 #include "common/testlib.h"

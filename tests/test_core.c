@@ -1,5 +1,6 @@
 /* Core API: chain creation, op text, solve options, dispatch and store-all. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/testlib.h"
 #include "test.h"
@@ -37,9 +38,68 @@ static void chain_create_validates(void) {
     remat_chain_free(c);
 }
 
+/* The optional fields: options are deep-copied (the caller keeps its own
+ * array), fall_overhead defaults to fwd_overhead, and each bad option field
+ * is named. */
+static void chain_create_options(void) {
+    remat_stage_option o[2] = {{"half", 15, 2, 3, 4}, {"input", 10, 0, 5, 6}};
+    remat_stage st[2] = {test_stage_full(1, 2, 10, 20, 10, 7, 0), test_stage(1, 1, 1, 1)};
+    st[0].options = o;
+    st[0].n_options = 2;
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_OK);
+    ASSERT_TRUE(c->stages[0].options != o);
+    o[0].saved_bytes = 99;
+    ASSERT_EQ_U64(c->stages[0].options[0].saved_bytes, 15);
+    ASSERT_TRUE(strcmp(c->stages[0].options[1].name, "input") == 0);
+    ASSERT_EQ_INT(c->stages[0].has_fall_overhead, 0);
+    ASSERT_EQ_U64(c->stages[0].fall_overhead, 7); /* fwd_overhead, the default */
+    ASSERT_TRUE(c->stages[1].options == NULL);
+    remat_chain_free(c);
+    o[0].saved_bytes = 15;
+    st[0].has_fall_overhead = 1; /* 0 is then Fall's own overhead */
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_OK);
+    ASSERT_EQ_U64(c->stages[0].fall_overhead, 0);
+    remat_chain_free(c);
+    /* each bad field, named in the message; the caller's arrays are untouched */
+    o[1].saved_bytes = 9;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message,
+                    "chain: stages[0].options[1].saved_bytes: 9 is less than out_bytes 10");
+    o[1].saved_bytes = 10;
+    o[0].bwd_time = INFINITY;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].options[0].bwd_time: not a finite number");
+    o[0].bwd_time = 3;
+    o[1].fall_overhead = REMAT_MAX_BYTES;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].options[1].fall_overhead: size 9007199254740992 is 2^53");
+    o[1].fall_overhead = 0;
+    memset(o[1].name, 'x', sizeof o[1].name);
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].options[1].name: not terminated within 64 bytes");
+    o[1].name[0] = '\0';
+    st[0].fall_overhead = REMAT_MAX_BYTES;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].fall_overhead");
+    st[0].has_fall_overhead = 0; /* the field is not read then */
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_OK);
+    ASSERT_EQ_U64(c->stages[0].fall_overhead, 7);
+    remat_chain_free(c);
+    st[0].n_options = REMAT_MAX_OPTIONS + 1;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].options: 9 options, more than the limit of 8");
+    st[0].n_options = 1;
+    st[0].options = NULL;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].options: 1 options but no option array");
+    ASSERT_TRUE(c == NULL);
+}
+
 static void op_text_round_trips(void) {
     const char *good[] = {"Fn 1", "Fck 12", "Fall 3", "B 7", "Del a[0]", "Del abar[4]",
-                          "Off abar[2]", "Pre a[9]", "Wait abar[1]"};
+                          "Off abar[2]", "Pre a[9]", "Wait abar[1]", "Fall 3/1", "Fall 12/255"};
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         remat_op op;
         char back[REMAT_OP_TEXT_MAX];
@@ -48,7 +108,8 @@ static void op_text_round_trips(void) {
         ASSERT_TRUE(strcmp(back, good[k]) == 0);
     }
     const char *bad[] = {"", "F 1", "Fall", "Fall x", "Fall -1", "Fall 1 ", "B 99999999999",
-                         "Del 3", "Del a[3", "Del b[3]", "Del abar[]", "fall 1"};
+                         "Del 3", "Del a[3", "Del b[3]", "Del abar[]", "fall 1", "Fall 1/",
+                         "Fall 1/256", "Fall 1/1/1", "Fn 1/1", "B 2/0", "Fall /1"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         remat_op op;
         remat_error e;
@@ -75,6 +136,46 @@ static remat_chain *three_stage(void) {
     remat_chain *c = NULL;
     remat_chain_create("three", 10, 10, st, 3, &c, NULL);
     return c;
+}
+
+/* The table of algorithms, as the public functions read it. */
+static void algorithm_table(void) {
+    ASSERT_EQ_U64(remat_algorithm_count(), REMAT_ALG_COUNT_);
+    remat_algorithm x;
+    remat_error e;
+    ASSERT_STATUS(remat_algorithm_parse("magic", &x, &e), REMAT_E_INPUT);
+    remat_chain *c = three_stage();
+    for (size_t a = 0; a < remat_algorithm_count(); a++) {
+        remat_algorithm al = (remat_algorithm)a;
+        ASSERT_CONTAINS(e.message, remat_algorithm_name(al)); /* the refusal lists them all */
+        ASSERT_TRUE(strlen(remat_algorithm_summary(al)) > 10);
+        int offload = al == REMAT_ALG_POFO || al == REMAT_ALG_OFFLOAD_ONLY ||
+                      al == REMAT_ALG_OPPORTUNIST || al == REMAT_ALG_AUTOCAPPER;
+        ASSERT_EQ_INT(remat_algorithm_is_offload(al), offload);
+        /* every offload algorithm but pofo (rematerialization alone then) needs a link */
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.algorithm = al;
+        o.memory = 1000;
+        remat_schedule *s = NULL;
+        remat_error se;
+        remat_status st = remat_solve(c, &o, &s, &se);
+        if (offload && al != REMAT_ALG_POFO) {
+            ASSERT_STATUS(st, REMAT_E_INPUT);
+            ASSERT_CONTAINS(se.message, "needs a bandwidth");
+        } else {
+            ASSERT_STATUS(st, REMAT_OK);
+        }
+        remat_schedule_free(s);
+        for (size_t b = 0; b < a; b++)
+            ASSERT_TRUE(strcmp(remat_algorithm_name(al), remat_algorithm_name((remat_algorithm)b)));
+    }
+    remat_chain_free(c);
+    remat_algorithm out = (remat_algorithm)REMAT_ALG_COUNT_;
+    ASSERT_TRUE(strcmp(remat_algorithm_name(out), "?") == 0);
+    ASSERT_TRUE(strcmp(remat_algorithm_summary(out), "?") == 0);
+    ASSERT_EQ_INT(remat_algorithm_is_offload(out), 0);
+    ASSERT_EQ_INT(remat_algorithm_is_offload((remat_algorithm)-1), 0);
 }
 
 static void store_all_cost_and_schedule(void) {
@@ -172,6 +273,7 @@ static void simulate_rejects_bad_bandwidth(void) {
 static void struct_sizes(void) {
     ASSERT_EQ_U64(remat_sizeof("remat_solve_options"), sizeof(remat_solve_options));
     ASSERT_EQ_U64(remat_sizeof("remat_chain"), sizeof(remat_chain));
+    ASSERT_EQ_U64(remat_sizeof("remat_stage_option"), sizeof(remat_stage_option));
     ASSERT_EQ_U64(remat_sizeof("remat_sim_result"), sizeof(remat_sim_result));
     ASSERT_EQ_U64(remat_sizeof("remat_join_curve"), sizeof(remat_join_curve));
     ASSERT_EQ_U64(remat_sizeof("remat_join_plan"), 0); /* opaque */
@@ -201,8 +303,10 @@ static void version_and_status_names(void) {
 
 static const test_case cases[] = {
     {"chain_create_validates", chain_create_validates},
+    {"chain_create_options", chain_create_options},
     {"op_text_round_trips", op_text_round_trips},
     {"algorithm_names_round_trip", algorithm_names_round_trip},
+    {"algorithm_table", algorithm_table},
     {"store_all_cost_and_schedule", store_all_cost_and_schedule},
     {"solve_rejects_bad_options", solve_rejects_bad_options},
     {"simulate_rejects_bad_bandwidth", simulate_rejects_bad_bandwidth},

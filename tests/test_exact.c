@@ -175,35 +175,49 @@ static void test_twelve_stages(void) {
     remat_chain_free(c);
 }
 
-/* ---- An independent reference: Bellman-Ford over every op, no pruning. ---- */
+/* ---- An independent reference: Bellman-Ford over every op, no pruning. ----
+ * It reads the chain's fields itself (SPEC section 2's table), partial saves
+ * and fall_overhead included, and shares no code with the library. */
 
 typedef struct ref_state {
     int b;
-    uint8_t v[8]; /* 0 none, 1 a, 2 abar; every index, even above b */
+    uint8_t v[8]; /* 0 none, 1 a, 2 + k abar made with option k; every index, even above b */
 } ref_state;
 
-static size_t ref_count(size_t n) {
-    size_t k = n + 1;
-    for (size_t j = 0; j <= n; j++) k *= 3;
+/* Codes per index: none, a, and abar with each option of the chain's widest stage. */
+static size_t ref_radix(const remat_chain *c) {
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->stages[i].n_options > k) k = c->stages[i].n_options;
+    return 3 + k;
+}
+
+static size_t ref_count(const remat_chain *c) {
+    size_t k = c->n + 1, r = ref_radix(c);
+    for (size_t j = 0; j <= c->n; j++) k *= r;
     return k;
 }
 
-static size_t ref_id(const ref_state *s, size_t n) {
-    size_t id = (size_t)s->b;
-    for (size_t j = 0; j <= n; j++) id = id * 3 + s->v[j];
+static size_t ref_id(const remat_chain *c, const ref_state *s) {
+    size_t id = (size_t)s->b, r = ref_radix(c);
+    for (size_t j = 0; j <= c->n; j++) id = id * r + s->v[j];
     return id;
 }
 
-static void ref_decode(size_t id, size_t n, ref_state *s) {
-    for (size_t j = n + 1; j-- > 0;) {
-        s->v[j] = (uint8_t)(id % 3);
-        id /= 3;
+static void ref_decode(const remat_chain *c, size_t id, ref_state *s) {
+    size_t r = ref_radix(c);
+    for (size_t j = c->n + 1; j-- > 0;) {
+        s->v[j] = (uint8_t)(id % r);
+        id /= r;
     }
     s->b = (int)id;
 }
 
 static uint64_t vbytes(const remat_chain *c, size_t j, int h) {
-    return h == 1 ? remat_chain_a_bytes(c, j) : h == 2 ? remat_chain_abar_bytes(c, j) : 0;
+    if (h == 0) return 0;
+    if (h == 1) return j == 0 ? c->input_bytes : c->stages[j - 1].out_bytes;
+    const remat_stage *sg = &c->stages[j - 1];
+    return h == 2 ? sg->saved_bytes : sg->options[h - 3].saved_bytes;
 }
 
 static uint64_t ref_mem(const remat_chain *c, const ref_state *s) {
@@ -212,33 +226,42 @@ static uint64_t ref_mem(const remat_chain *c, const ref_state *s) {
     return m;
 }
 
-/* op: 0 Fn, 1 Fck, 2 Fall, 3 B, 4 Del a, 5 Del abar; SPEC section 2 table. */
+/* op: 0 Fn, 1 Fck, 2 + k Fall i/k, then B, Del a, Del abar. */
+enum { REF_B = 100, REF_DEL_A, REF_DEL_ABAR };
+
 static int ref_apply(const remat_chain *c, const ref_state *s, int op, size_t i, ref_state *t,
                      uint64_t *during, double *time) {
     *t = *s;
     uint64_t mem = ref_mem(c, s);
     const remat_stage *sg = i >= 1 ? &c->stages[i - 1] : NULL;
-    if (op <= 2) {
+    if (op < REF_B) {
         if (i < 1 || (int)i > s->b || s->v[i - 1] == 0) return 0;
-        int want = op == 2 ? 2 : 1;
-        uint64_t add = s->v[i] >= want ? 0 : vbytes(c, i, want);
-        *during = mem + add + sg->fwd_overhead;
+        int k = op - 2; /* the option of a Fall */
+        if (k > (int)sg->n_options) return 0;
+        int fall = op >= 2, have = s->v[i];
+        int adds = fall ? have < 2 : have == 0;
+        uint64_t add = adds ? vbytes(c, i, fall ? op : 1) : 0;
+        uint64_t ov = !fall ? sg->fwd_overhead
+                      : k > 0 ? sg->options[k - 1].fall_overhead
+                      : sg->has_fall_overhead ? sg->fall_overhead : sg->fwd_overhead;
+        *during = mem + add + ov; /* an a[i] it upgrades is still held while it runs */
         *time = sg->fwd_time;
-        if (s->v[i] < want) t->v[i] = (uint8_t)want;
+        if (adds) t->v[i] = (uint8_t)(fall ? op : 1);
         if (op == 0 && s->v[i - 1] == 1) t->v[i - 1] = 0;
         return 1;
     }
-    if (op == 3) {
-        if (i < 1 || (int)i != s->b || s->v[i] != 2 || s->v[i - 1] == 0) return 0;
-        *during = mem + remat_chain_d_bytes(c, i - 1) + sg->bwd_overhead;
-        *time = sg->bwd_time;
+    if (op == REF_B) {
+        if (i < 1 || (int)i != s->b || s->v[i] < 2 || s->v[i - 1] == 0) return 0;
+        int k = s->v[i] - 2;
+        *during = mem + remat_chain_d_bytes(c, i - 1) +
+                  (k ? sg->options[k - 1].bwd_overhead : sg->bwd_overhead);
+        *time = k ? sg->options[k - 1].bwd_time : sg->bwd_time;
         t->b = (int)i - 1;
         t->v[i] = 0;
         if (s->v[i - 1] == 1) t->v[i - 1] = 0;
         return 1;
     }
-    int want = op == 4 ? 1 : 2;
-    if (s->v[i] != want) return 0;
+    if (op == REF_DEL_A ? s->v[i] != 1 : s->v[i] < 2) return 0;
     *during = mem;
     *time = 0;
     t->v[i] = 0;
@@ -249,7 +272,7 @@ static int ref_apply(const remat_chain *c, const ref_state *s, int op, size_t i,
  * returns 0 when the end is unreachable. */
 static int reference(const remat_chain *c, uint64_t limit, int no_del, int by_peak,
                      double *best_time, uint64_t *best_peak) {
-    size_t n = c->n, N = ref_count(n);
+    size_t n = c->n, N = ref_count(c);
     double *dist = malloc(N * sizeof *dist);
     uint64_t *pk = malloc(N * sizeof *pk);
     if (!dist || !pk) exit(3);
@@ -258,22 +281,25 @@ static int reference(const remat_chain *c, uint64_t limit, int no_del, int by_pe
     memset(&s0, 0, sizeof s0);
     s0.b = (int)n;
     s0.v[0] = 1;
-    size_t start = ref_id(&s0, n);
+    size_t start = ref_id(c, &s0);
     dist[start] = 0;
     pk[start] = c->input_bytes;
+    int ops[3 + REMAT_MAX_OPTIONS + 3], n_ops = 0;
+    for (int op = 0; op < 3 + (int)ref_radix(c) - 2; op++) ops[n_ops++] = op;
+    ops[n_ops++] = REF_B;
+    if (!no_del) ops[n_ops++] = REF_DEL_A, ops[n_ops++] = REF_DEL_ABAR;
     for (int changed = 1; changed;) {
         changed = 0;
         for (size_t u = 0; u < N; u++) {
             if (by_peak ? pk[u] == UINT64_MAX : !(dist[u] < INFINITY)) continue;
             ref_state s, t;
-            ref_decode(u, n, &s);
-            for (int op = 0; op <= 5; op++) {
-                if (no_del && op >= 4) continue;
+            ref_decode(c, u, &s);
+            for (int o = 0; o < n_ops; o++) {
                 for (size_t i = 0; i <= n; i++) {
                     uint64_t during;
                     double tm;
-                    if (!ref_apply(c, &s, op, i, &t, &during, &tm)) continue;
-                    size_t v = ref_id(&t, n);
+                    if (!ref_apply(c, &s, ops[o], i, &t, &during, &tm)) continue;
+                    size_t v = ref_id(c, &t);
                     uint64_t p = during > pk[u] ? during : pk[u];
                     if (by_peak) {
                         if (p < pk[v]) pk[v] = p, changed = 1;
@@ -287,7 +313,7 @@ static int reference(const remat_chain *c, uint64_t limit, int no_del, int by_pe
     }
     ref_state g;
     memset(&g, 0, sizeof g);
-    size_t goal = ref_id(&g, n); /* b = 0, nothing held: B 1 frees plain a[0] */
+    size_t goal = ref_id(c, &g); /* b = 0, nothing held: B 1 frees plain a[0] */
     int ok = by_peak ? pk[goal] != UINT64_MAX : dist[goal] < INFINITY;
     *best_time = dist[goal];
     *best_peak = pk[goal];
@@ -296,45 +322,67 @@ static int reference(const remat_chain *c, uint64_t limit, int no_del, int by_pe
     return ok;
 }
 
-static void test_brute_force_tiny(void) {
-    test_rng r = {2024};
-    int checked = 0, infeasible = 0;
-    for (int it = 0; it < 240; it++) {
+/* exact against the reference on random tiny chains; 1 when every case agrees. */
+static int agrees_with_reference(test_rng *r, int chains, int with_options, int *infeasible,
+                                 int *partial) {
+    for (int it = 0; it < chains; it++) {
         test_chain_spec sp = {.n = 1 + (size_t)(it % 4), .max_bytes = 6,
                               .overheads = it % 3 == 0, .grad_sizes = it % 2,
                               .zero_sizes = it % 5 == 0, .int_times = it % 4 != 3};
-        remat_chain *c = test_random_chain(&r, &sp);
+        test_option_spec x = {1, 1 + (size_t)(it % 2)};
+        if (with_options) {
+            sp.n = 1 + (size_t)(it % 3);
+            sp.overheads = it % 3 != 0;
+        }
+        remat_chain *c = test_random_chain_with(r, &sp, with_options ? &x : NULL);
         uint64_t peak;
-        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
-        uint64_t m = test_rng_range(&r, c->input_bytes, peak);
+        if (remat_store_all_cost(c, &peak, NULL, NULL) != REMAT_OK) return 0;
+        uint64_t m = test_rng_range(r, c->input_bytes, peak);
         for (int no_del = 0; no_del <= 1; no_del++) {
-            double rt;
+            double rt, dummy;
             uint64_t rp, minp;
-            double dummy;
-            ASSERT_TRUE(reference(c, m, no_del, 1, &dummy, &minp)); /* store-all exists */
+            if (!reference(c, m, no_del, 1, &dummy, &minp)) return 0; /* store-all exists */
             int feas = reference(c, m, no_del, 0, &rt, &rp);
             remat_schedule *s = NULL;
             remat_error e;
             remat_status st = solve(c, REMAT_ALG_EXACT, m, no_del, &s, &e);
-            if (feas) {
-                if (st != REMAT_OK) TEST_FAIL_("it %d: exact failed (%s), reference %g", it, e.message, rt);
-                ASSERT_TRUE(test_schedule_ok(c, s, m));
-                ASSERT_NEAR(s->time, rt, 1e-9 * (1 + rt));
-                if (no_del) ASSERT_EQ_INT(count_kind(s, REMAT_OP_DEL), 0);
+            int good = feas ? st == REMAT_OK && test_schedule_ok(c, s, m) &&
+                                  fabs(s->time - rt) <= 1e-9 * (1 + rt) &&
+                                  (!no_del || count_kind(s, REMAT_OP_DEL) == 0) && minp <= m
+                            : st == REMAT_E_INFEASIBLE && e.min_memory == minp && minp > m;
+            if (!good) {
+                fprintf(stderr, "  chain %d (no_del %d, limit %llu): exact %s (time %g), reference "
+                        "%s time %g, min peak %llu\n", it, no_del, (unsigned long long)m,
+                        remat_status_name(st), s ? s->time : -1.0, feas ? "feasible" : "infeasible",
+                        rt, (unsigned long long)minp);
                 remat_schedule_free(s);
-                ASSERT_LE_U64(minp, m);
-            } else {
-                ASSERT_EQ_INT(st, REMAT_E_INFEASIBLE);
-                ASSERT_EQ_U64(e.min_memory, minp);
-                ASSERT_TRUE(minp > m);
-                infeasible++;
+                remat_chain_free(c);
+                return 0;
             }
-            checked++;
+            *infeasible += !feas;
+            for (size_t k = 0; s && k < s->n_ops; k++) *partial += s->ops[k].option != 0;
+            remat_schedule_free(s);
         }
         remat_chain_free(c);
     }
-    ASSERT_TRUE(checked == 480);
+    return 1;
+}
+
+static void test_brute_force_tiny(void) {
+    test_rng r = {2024};
+    int infeasible = 0, partial = 0;
+    ASSERT_TRUE(agrees_with_reference(&r, 240, 0, &infeasible, &partial));
     ASSERT_TRUE(infeasible > 10); /* the limits do bite */
+    ASSERT_EQ_INT(partial, 0);
+}
+
+/* Partial saves and fall_overhead: every option of every Fall is explored. */
+static void test_brute_force_options(void) {
+    test_rng r = {4242};
+    int infeasible = 0, partial = 0;
+    ASSERT_TRUE(agrees_with_reference(&r, 300, 1, &infeasible, &partial));
+    ASSERT_TRUE(infeasible > 10);
+    ASSERT_TRUE(partial > 20); /* the optimum often uses a partial save */
 }
 
 /* Del never hurts: exact <= exact_no_del, on slightly longer chains. */
@@ -372,6 +420,7 @@ static const test_case cases[] = {
     {"refuses_large", test_refuses_large},
     {"twelve_stages", test_twelve_stages},
     {"brute_force_tiny", test_brute_force_tiny},
+    {"brute_force_options", test_brute_force_options},
     {"del_never_hurts", test_del_never_hurts},
 };
 TEST_MAIN(cases)

@@ -276,9 +276,15 @@ static int prefetched_before(const remat_exec_plan *p, size_t j, size_t k) {
     return p->steps[j].op.kind == REMAT_OP_PRE && p->steps[j].copy_at == k;
 }
 
-static uint64_t step_overhead(const remat_chain *c, remat_op op) {
-    if (op.kind == REMAT_OP_B) return c->stages[op.index - 1].bwd_overhead;
-    if (op.kind <= REMAT_OP_FALL) return c->stages[op.index - 1].fwd_overhead;
+/* The overhead of a step, partial saves included (SPEC section 2). */
+static uint64_t step_overhead(const remat_chain *c, const remat_exec_step *st) {
+    remat_op op = st->op;
+    const remat_stage *sg = op.kind <= REMAT_OP_B ? &c->stages[op.index - 1] : NULL;
+    if (op.kind == REMAT_OP_B)
+        return st->option ? sg->options[st->option - 1].bwd_overhead : sg->bwd_overhead;
+    if (op.kind == REMAT_OP_FALL)
+        return st->option ? sg->options[st->option - 1].fall_overhead : sg->fall_overhead;
+    if (op.kind <= REMAT_OP_FCK) return sg->fwd_overhead;
     return 0;
 }
 
@@ -288,7 +294,15 @@ typedef struct exec_model {
     uint8_t *live; /* [3 (n+1)]: on the device */
     uint8_t *host; /* [3 (n+1)]: a released offload's copy is on the host */
     uint64_t mem;
+    uint8_t opt[16], host_opt[16]; /* the option of abar[i] on the device and on the host */
 } exec_model;
+
+/* Bytes of r as the model holds it: an abar at the size of its option. */
+static uint64_t model_bytes(const exec_model *m, remat_exec_ref r, int on_host) {
+    uint8_t k = on_host ? m->host_opt[r.index] : m->opt[r.index];
+    if (r.kind != REMAT_EXEC_ABAR || k == 0 || r.index > 15) return ref_bytes(m->c, r);
+    return m->c->stages[r.index - 1].options[k - 1].saved_bytes;
+}
 
 static uint8_t *model_at(uint8_t *arr, const exec_model *m, remat_exec_ref r) {
     return &arr[r.kind * (m->n + 1) + r.index];
@@ -307,13 +321,15 @@ static int model_before(exec_model *m, const remat_exec_plan *p, size_t k) {
             if (!*model_at(m->live, m, r)) return 0;
             *model_at(m->live, m, r) = 0;
             *model_at(m->host, m, r) = 1;
-            m->mem -= ref_bytes(m->c, r);
+            m->mem -= model_bytes(m, r, 0);
+            if (r.kind == REMAT_EXEC_ABAR && r.index < 16) m->host_opt[r.index] = m->opt[r.index];
         }
         if (prefetched_before(p, j, k)) {
             if (*model_at(m->live, m, r) || !*model_at(m->host, m, r)) return 0;
             *model_at(m->live, m, r) = 1;
             *model_at(m->host, m, r) = 0;
-            m->mem += ref_bytes(m->c, r);
+            m->mem += model_bytes(m, r, 1);
+            if (r.kind == REMAT_EXEC_ABAR && r.index < 16) m->opt[r.index] = m->host_opt[r.index];
         }
     }
     return 1;
@@ -334,12 +350,14 @@ static int model_step(exec_model *m, const remat_exec_plan *p, size_t k) {
         uint8_t *v = model_at(m->live, m, st->creates[j]);
         if (*v) return 0;
         *v = 1;
-        add += ref_bytes(m->c, st->creates[j]);
+        if (st->creates[j].kind == REMAT_EXEC_ABAR && st->creates[j].index < 16)
+            m->opt[st->creates[j].index] = st->option; /* only a Fall creates an abar here */
+        add += model_bytes(m, st->creates[j], 0);
     }
-    if (st->op.kind != REMAT_OP_DEL && m->mem + add + step_overhead(m->c, st->op) > st->mem_during) {
+    uint64_t ov = step_overhead(m->c, st);
+    if (st->op.kind != REMAT_OP_DEL && m->mem + add + ov > st->mem_during) {
         fprintf(stderr, "  step %zu: an executor holds %llu > mem_during %llu\n", k,
-                (unsigned long long)(m->mem + add + step_overhead(m->c, st->op)),
-                (unsigned long long)st->mem_during);
+                (unsigned long long)(m->mem + add + ov), (unsigned long long)st->mem_during);
         return 0;
     }
     m->mem += add;
@@ -347,7 +365,7 @@ static int model_step(exec_model *m, const remat_exec_plan *p, size_t k) {
         uint8_t *v = model_at(m->live, m, st->frees[j]);
         if (!*v) return 0;
         *v = 0;
-        m->mem -= ref_bytes(m->c, st->frees[j]);
+        m->mem -= model_bytes(m, st->frees[j], 0);
     }
     /* A value made again on the device no longer needs its host copy. */
     for (size_t j = 0; j < st->n_creates; j++) *model_at(m->host, m, st->creates[j]) = 0;
@@ -360,7 +378,7 @@ static int model_step(exec_model *m, const remat_exec_plan *p, size_t k) {
  * every compute step's memory stays within the simulator's mem_during. */
 static int timed_plan_consistent(const remat_chain *c, const remat_exec_plan *p) {
     exec_model m = {c, c->n, calloc(3 * (c->n + 1), 1), calloc(3 * (c->n + 1), 1),
-                    c->input_bytes};
+                    c->input_bytes, {0}, {0}};
     int ok = m.live && m.host;
     if (ok) {
         m.live[0] = 1;
@@ -513,7 +531,68 @@ static void test_offload_solver_plans(void) {
     ASSERT_TRUE(offloads >= 20);
 }
 
+/* Partial saves: a Fall step carries its option, a B step the option of the
+ * abar it consumes, also when that abar comes back from the host after a
+ * recomputation with another option. Stage 1: a 10, abar 100, bwd 2, and
+ * options 1 (abar 40, bwd 5, bwd_overhead 3) and 2 (abar 20, bwd 6). */
+static remat_chain *options_chain(void) {
+    static const char *doc =
+        "{\"format\": \"remat-chain-1\", \"input_bytes\": 5, \"stages\": ["
+        "{\"fwd_time\": 1, \"bwd_time\": 2, \"out_bytes\": 10, \"saved_bytes\": 100, "
+        "\"options\": [{\"saved_bytes\": 40, \"bwd_time\": 5, \"bwd_overhead\": 3}, "
+        "{\"saved_bytes\": 20, \"bwd_time\": 6}]},"
+        "{\"fwd_time\": 1, \"bwd_time\": 2, \"out_bytes\": 1, \"saved_bytes\": 30}]}";
+    remat_chain *c = NULL;
+    if (remat_chain_from_json(doc, strlen(doc), "<test>", &c, NULL) != REMAT_OK) return NULL;
+    return c;
+}
+
+static void test_partial_saves(void) {
+    remat_chain *c = options_chain();
+    ASSERT_TRUE(c);
+    const char *ops[] = {"Fall 1/1", "Fall 2", "B 2", "B 1"};
+    remat_schedule *s = parse_ops(ops, 4);
+    remat_exec_plan *p = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, &e), REMAT_OK);
+    ASSERT_EQ_INT(p->steps[0].option, 1);
+    EXPECT_REFS(p->steps[0].creates, p->steps[0].n_creates, "abar[1]");
+    ASSERT_EQ_U64(p->steps[0].mem_after, 45);
+    ASSERT_EQ_INT(p->steps[1].option, 0);
+    ASSERT_EQ_INT(p->steps[2].option, 0);
+    ASSERT_EQ_INT(p->steps[3].option, 1);
+    ASSERT_EQ_U64(p->steps[3].mem_during, 45 + 10 + 5 + 3); /* d[1], d[0], the overhead */
+    ASSERT_NEAR(p->time, 1 + 1 + 2 + 5, 1e-12);
+    remat_exec_plan_free(p);
+    remat_schedule_free(s);
+    /* abar[1] of option 1 to the host and back: 40 bytes each way */
+    const char *back[] = {"Fall 1/1", "Fall 2", "B 2", "Off abar[1]", "Wait abar[1]",
+                          "Pre abar[1]", "B 1"};
+    s = parse_ops(back, 7);
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 10, &p, &e), REMAT_OK);
+    ASSERT_NEAR(p->steps[3].end - p->steps[3].start, 4, 1e-12);
+    ASSERT_NEAR(p->steps[5].end - p->steps[5].start, 4, 1e-12);
+    ASSERT_EQ_INT(p->steps[6].option, 1);
+    ASSERT_TRUE(timed_plan_consistent(c, p));
+    remat_exec_plan_free(p);
+    remat_schedule_free(s);
+    /* Recomputed with option 2 for B 2 while the host holds option 1's copy,
+     * deleted, and brought back: B 1 consumes option 1's abar, as in the
+     * timed simulator (B 1 takes option 1's 5 time units). */
+    const char *host[] = {"Fall 1/1", "Off abar[1]", "Wait abar[1]", "Fall 1/2", "Fall 2",
+                          "B 2", "Del abar[1]", "Pre abar[1]", "B 1"};
+    s = parse_ops(host, 9);
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 10, &p, &e), REMAT_OK);
+    ASSERT_EQ_INT(p->steps[3].option, 2);
+    ASSERT_EQ_INT(p->steps[8].option, 1);
+    ASSERT_NEAR(p->steps[8].end - p->steps[8].start, 5, 1e-12);
+    remat_exec_plan_free(p);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
 static const test_case cases[] = {
+    {"partial_saves", test_partial_saves},
     {"hand_schedule", test_hand_schedule},
     {"upgrade_and_noop", test_upgrade_and_noop},
     {"del", test_del},

@@ -25,8 +25,17 @@ static int chains_equal(const remat_chain *a, const remat_chain *b) {
         if (strcmp(x->name, y->name) || memcmp(&x->fwd_time, &y->fwd_time, sizeof(double)) ||
             memcmp(&x->bwd_time, &y->bwd_time, sizeof(double)) || x->out_bytes != y->out_bytes ||
             x->saved_bytes != y->saved_bytes || x->grad_bytes != y->grad_bytes ||
-            x->fwd_overhead != y->fwd_overhead || x->bwd_overhead != y->bwd_overhead)
+            x->fwd_overhead != y->fwd_overhead || x->bwd_overhead != y->bwd_overhead ||
+            x->fall_overhead != y->fall_overhead || x->has_fall_overhead != y->has_fall_overhead ||
+            x->n_options != y->n_options)
             return 0;
+        for (size_t k = 0; k < x->n_options; k++) {
+            const remat_stage_option *o = &x->options[k], *q = &y->options[k];
+            if (strcmp(o->name, q->name) || o->saved_bytes != q->saved_bytes ||
+                o->fall_overhead != q->fall_overhead || o->bwd_overhead != q->bwd_overhead ||
+                memcmp(&o->bwd_time, &q->bwd_time, sizeof(double)))
+                return 0;
+        }
     }
     return 1;
 }
@@ -91,7 +100,7 @@ static void chain_fields_and_defaults(void) {
     t = HEAD "{\"fwd_time\": 1.7976931348623157e308, \"bwd_time\": 1.7976931348623157e308, "
              "\"out_bytes\": 1, \"saved_bytes\": 1}]}";
     ASSERT_STATUS(chain_text(t, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "t.json: stages: the times add up to more than the largest");
+    ASSERT_CONTAINS(e.message, "t.json: stages: the times (fwd_time + bwd_time) add up to inf");
 
     /* a repeated key: the first one counts */
     t = HEAD ST(", \"saved_bytes\": 4") "]}";
@@ -108,7 +117,7 @@ static void chain_round_trip(void) {
     c->stages[0].fwd_time = 0.1 + 0.2;
     c->stages[0].bwd_time = 1.0 / 3.0;
     c->stages[1].fwd_time = 5e-324;
-    c->stages[1].bwd_time = 1.7976931348623157e308;
+    c->stages[1].bwd_time = 1.2345678901234567e307; /* x 5 stages: under DBL_MAX / 2 */
     remat__strlcpy(c->name, "quote\" back\\ tab\t nl\n", sizeof c->name);
     c->stages[1].out_bytes = REMAT_MAX_BYTES - 1;
     c->stages[1].saved_bytes = REMAT_MAX_BYTES - 1;
@@ -241,6 +250,154 @@ static const bad_case bad_chains[] = {
     {HEAD ST("") "," ST(", \"bwd_overhead\": -1") "]}", "stages[1].bwd_overhead: negative size"},
     {HEAD ST(", \"name\": [\"x\"]") "]}", "stages[0].name: expected a string, got an array"},
 };
+
+/* The optional stage fields: fall_overhead and partial saves (options). */
+#define OPT(extra) "{\"saved_bytes\": 6, \"bwd_time\": 3" extra "}"
+
+static const char with_options[] =
+    HEAD ST(", \"fwd_overhead\": 4, \"fall_overhead\": 0, \"options\": ["
+            "{\"name\": \"matmuls\", \"saved_bytes\": 7, \"bwd_time\": 2.5, "
+            "\"fall_overhead\": 1, \"bwd_overhead\": 2}, " OPT("") "]")
+    ", " ST(", \"options\": []") ", " LOSS "]}";
+
+static void chain_options(void) {
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(chain_text(with_options, &c, &e), REMAT_OK);
+    const remat_stage *s = &c->stages[0];
+    ASSERT_EQ_INT(s->has_fall_overhead, 1);
+    ASSERT_EQ_U64(s->fall_overhead, 0);
+    ASSERT_EQ_U64(s->fwd_overhead, 4);
+    ASSERT_EQ_U64(s->n_options, 2);
+    ASSERT_TRUE(strcmp(s->options[0].name, "matmuls") == 0);
+    ASSERT_EQ_U64(s->options[0].saved_bytes, 7);
+    ASSERT_NEAR(s->options[0].bwd_time, 2.5, 0);
+    ASSERT_EQ_U64(s->options[0].fall_overhead, 1);
+    ASSERT_EQ_U64(s->options[0].bwd_overhead, 2);
+    /* an option's overheads default to 0, its name to "" */
+    ASSERT_TRUE(s->options[1].name[0] == '\0');
+    ASSERT_EQ_U64(s->options[1].fall_overhead, 0);
+    ASSERT_EQ_U64(s->options[1].bwd_overhead, 0);
+    /* without the field, Fall takes fwd_overhead; an empty list is no options */
+    ASSERT_EQ_INT(c->stages[1].has_fall_overhead, 0);
+    ASSERT_EQ_U64(c->stages[1].fall_overhead, c->stages[1].fwd_overhead);
+    ASSERT_EQ_U64(c->stages[1].n_options, 0);
+    ASSERT_TRUE(c->stages[1].options == NULL);
+    /* the writer writes the fields only where present; its output reads back
+     * to the same chain and writes the same bytes */
+    char *t = NULL, *t2 = NULL;
+    remat_chain *d = NULL;
+    ASSERT_STATUS(remat_chain_to_json(c, &t, &e), REMAT_OK);
+    ASSERT_CONTAINS(t, "\"fwd_overhead\": 4, \"bwd_overhead\": 0, \"fall_overhead\": 0, "
+                       "\"options\": [{\"name\": \"matmuls\", \"saved_bytes\": 7, "
+                       "\"fall_overhead\": 1, \"bwd_time\": 2.5, \"bwd_overhead\": 2}, ");
+    const char *second = strstr(t, "\n    {");
+    ASSERT_TRUE(second && !strstr(strstr(second + 1, "\n"), "fall_overhead"));
+    ASSERT_TRUE(!strstr(strstr(second + 1, "\n"), "options"));
+    ASSERT_STATUS(remat_chain_from_json(t, strlen(t), "rt", &d, &e), REMAT_OK);
+    ASSERT_TRUE(chains_equal(c, d));
+    ASSERT_STATUS(remat_chain_to_json(d, &t2, &e), REMAT_OK);
+    ASSERT_TRUE(strcmp(t, t2) == 0);
+    remat_free(t);
+    remat_free(t2);
+    remat_chain_free(d);
+    remat_chain_free(c);
+    /* options on the loss stage are allowed too (its B may recompute) */
+    const char *loss = HEAD ST("") ", {\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, "
+                       "\"saved_bytes\": 9, \"options\": [" OPT("") "]}]}";
+    ASSERT_STATUS(chain_text(loss, &c, &e), REMAT_OK);
+    ASSERT_EQ_U64(c->stages[1].n_options, 1);
+    remat_chain_free(c);
+}
+
+static void chain_options_random_round_trips(void) {
+    test_rng rng = {4711};
+    for (int k = 0; k < 40; k++) {
+        test_chain_spec sp = {1 + (size_t)test_rng_range(&rng, 0, 30), (uint64_t)1 << 40, k & 1,
+                              k & 2, k & 4, k & 8};
+        test_option_spec x = {1, 1 + (size_t)(k % REMAT_MAX_OPTIONS)};
+        remat_chain *c = test_random_chain_with(&rng, &sp, &x), *d = NULL;
+        char *t = NULL, *t2 = NULL;
+        ASSERT_STATUS(remat_chain_to_json(c, &t, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_chain_from_json(t, strlen(t), "rt", &d, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_chain_to_json(d, &t2, NULL), REMAT_OK);
+        int same = chains_equal(c, d) && strcmp(t, t2) == 0;
+        remat_free(t);
+        remat_free(t2);
+        remat_chain_free(c);
+        remat_chain_free(d);
+        ASSERT_TRUE(same);
+    }
+}
+
+static const bad_case bad_options[] = {
+    {HEAD ST(", \"options\": {}") "]}", "stages[0].options: expected an array, got an object"},
+    {HEAD ST(", \"options\": [3]") "]}", "stages[0].options[0]: expected an object, got a number"},
+    {HEAD ST(", \"options\": [{\"bwd_time\": 1}]") "]}",
+     "stages[0].options[0].saved_bytes: missing required field"},
+    {HEAD ST(", \"options\": [" OPT("") ", {\"saved_bytes\": 6}]") "]}",
+     "stages[0].options[1].bwd_time: missing required field"},
+    {HEAD ST(", \"options\": [{\"saved_bytes\": 4, \"bwd_time\": 1}]") "]}",
+     "stages[0].options[0].saved_bytes: 4 is less than out_bytes 5"},
+    {HEAD ST(", \"options\": [" OPT(", \"fall_overhead\": -1") "]") "]}",
+     "stages[0].options[0].fall_overhead: negative size"},
+    {HEAD ST(", \"options\": [" OPT(", \"bwd_overhead\": 9007199254740992") "]") "]}",
+     "stages[0].options[0].bwd_overhead: size 9007199254740992 is 2^53 or more"},
+    {HEAD ST(", \"options\": [{\"saved_bytes\": 6, \"bwd_time\": -2}]") "]}",
+     "stages[0].options[0].bwd_time: negative time"},
+    {HEAD ST(", \"options\": [{\"saved_bytes\": 6, \"bwd_time\": \"x\"}]") "]}",
+     "stages[0].options[0].bwd_time: expected a number, got a string"},
+    {HEAD ST(", \"options\": [" OPT(", \"name\": \"a name of sixty-four bytes, one more than "
+                                  "the limit allows it...\"") "]") "]}",
+     "stages[0].options[0].name: 64 bytes long, more than the limit of 63"},
+    {HEAD ST(", \"options\": [" OPT("") "," OPT("") "," OPT("") "," OPT("") "," OPT("") ","
+             OPT("") "," OPT("") "," OPT("") "," OPT("") "]") "]}",
+     "stages[0].options: 9 options, more than the limit of 8"},
+    {HEAD ST(", \"fall_overhead\": 1.5") "]}",
+     "stages[0].fall_overhead: size 1.5 is not a whole number"},
+    {HEAD ST(", \"fall_overhead\": null") "]}",
+     "stages[0].fall_overhead: expected a number, got null"},
+    {HEAD ST(", \"options\": [{\"saved_bytes\": 6, \"bwd_time\": 1e308}, "
+             "{\"saved_bytes\": 6, \"bwd_time\": 1e308}]") "]}",
+     "stages: the times (fwd_time + bwd_time) add up to inf"},
+};
+
+static void chain_options_bad(void) {
+    for (size_t k = 0; k < sizeof bad_options / sizeof bad_options[0]; k++) {
+        remat_chain *c = (remat_chain *)1;
+        remat_error e;
+        remat_status s = chain_text(bad_options[k].text, &c, &e);
+        if (s != REMAT_E_INPUT || c != NULL)
+            TEST_FAIL_("case %zu: status %d, expected REMAT_E_INPUT", k, (int)s);
+        if (strncmp(e.message, "t.json: ", 8) != 0 || !strstr(e.message, bad_options[k].needle))
+            TEST_FAIL_("case %zu: \"%s\" lacks \"t.json: ...%s\"", k, e.message,
+                       bad_options[k].needle);
+    }
+    /* The options' sizes count in the 2^62 bound on all sizes together, so
+     * that any choice of options keeps the simulator's sums in 64 bits:
+     * 25 stages of 8 options of three sizes just below 2^53 pass it. */
+    const char *big = "{\"saved_bytes\": 9007199254740991, \"fall_overhead\": 9007199254740991, "
+                      "\"bwd_overhead\": 9007199254740991, \"bwd_time\": 1}";
+    size_t cap = 64 + 25 * (9 * strlen(big) + 128), len = 0;
+    char *t = malloc(cap);
+    ASSERT_TRUE(t != NULL);
+    len += (size_t)snprintf(t + len, cap - len, HEAD);
+    for (int i = 0; i < 25; i++) {
+        len += (size_t)snprintf(t + len, cap - len, "%s{\"fwd_time\": 1, \"bwd_time\": 1, "
+                                "\"out_bytes\": 1, \"saved_bytes\": 1, \"options\": [",
+                                i ? ", " : "");
+        for (int k = 0; k < 8; k++)
+            len += (size_t)snprintf(t + len, cap - len, "%s%s", k ? ", " : "", big);
+        len += (size_t)snprintf(t + len, cap - len, "]}");
+    }
+    snprintf(t + len, cap - len, "]}");
+    remat_chain *c = NULL;
+    remat_error e;
+    remat_status st = chain_text(t, &c, &e);
+    free(t);
+    ASSERT_STATUS(st, REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "t.json: stages: the sizes add up to 2^62 bytes or more");
+}
 
 static void chain_bad_inputs(void) {
     for (size_t k = 0; k < sizeof bad_chains / sizeof bad_chains[0]; k++) {
@@ -606,6 +763,14 @@ static const bad_case bad_schedules[] = {
     {SH "\"ops\": [\"Fn -1\"]}", "ops[0]: op \"Fn -1\": expected a stage number"},
     {SH "\"ops\": [\"Fn 1\", \"Del b[2]\"]}", "ops[1]: op \"Del b[2]\": expected a[i] or abar[i]"},
     {SH "\"ops\": [\"Fn1\"]}", "ops[0]: op \"Fn1\""},
+    {SH "\"ops\": [\"Fall 3/\"]}", "ops[0]: op \"Fall 3/\": expected an option number 0..255"},
+    {SH "\"ops\": [\"Fall 3/x\"]}", "ops[0]: op \"Fall 3/x\": expected an option number"},
+    {SH "\"ops\": [\"Fall 3/256\"]}", "ops[0]: op \"Fall 3/256\": expected an option number"},
+    {SH "\"ops\": [\"Fall 3/1 \"]}", "ops[0]: op \"Fall 3/1 \": expected an option number"},
+    {SH "\"ops\": [\"Fall 3/-1\"]}", "ops[0]: op \"Fall 3/-1\": expected an option number"},
+    {SH "\"ops\": [\"B 3/1\"]}", "ops[0]: op \"B 3/1\": only Fall takes an option"},
+    {SH "\"ops\": [\"Fck 2/1\"]}", "ops[0]: op \"Fck 2/1\": only Fall takes an option"},
+    {SH "\"ops\": [\"Del abar[2]/1\"]}", "ops[0]: op \"Del abar[2]/1\": expected a[i] or abar[i]"},
     {SH "\"ops\": [\"Fn 1\", 2]}", "ops[1]: expected a string, got a number"},
     {SH "\"ops\": \"Fn 1\"}", "ops: expected an array, got a string"},
     {SH "\"time\": 1}", "ops: missing required field"},
@@ -638,6 +803,38 @@ static void schedule_bad_inputs(void) {
     remat_error e;
     ASSERT_STATUS(remat_schedule_load("/nonexistent/s.json", &s, &e), REMAT_E_IO);
     ASSERT_CONTAINS(e.message, "/nonexistent/s.json");
+}
+
+/* "Fall i/k" reads and writes; "Fall i/0" is "Fall i"; the simulator, not
+ * the reader, judges whether the chain has option k. */
+static void schedule_options(void) {
+    remat_schedule *s = NULL;
+    remat_error e;
+    const char *doc = SH "\"ops\": [\"Fall 1/2\", \"Fall 2/0\", \"B 2\", \"B 1\"]}";
+    ASSERT_STATUS(sched_text(doc, &s, &e), REMAT_OK);
+    ASSERT_EQ_INT(s->ops[0].option, 2);
+    ASSERT_EQ_INT(s->ops[1].option, 0);
+    char *t = NULL;
+    ASSERT_STATUS(remat_schedule_to_json(s, &t, &e), REMAT_OK);
+    ASSERT_CONTAINS(t, "\"Fall 1/2\", \"Fall 2\", \"B 2\", \"B 1\"");
+    remat_free(t);
+    remat_chain *c = NULL;
+    ASSERT_STATUS(chain_text(HEAD ST(", \"options\": [" OPT("") "]") ", " LOSS "]}", &c, &e),
+                  REMAT_OK);
+    remat_sim_result *r = NULL;
+    ASSERT_STATUS(remat_simulate(c, s, NULL, &r, &e), REMAT_OK);
+    ASSERT_EQ_INT(r->valid, 0);
+    ASSERT_EQ_U64(r->failed_op, 0);
+    ASSERT_TRUE(strcmp(r->failed_op_text, "Fall 1/2") == 0);
+    ASSERT_CONTAINS(r->reason, "stage 1 has 1 option: there is no option 2");
+    remat_sim_result_free(r);
+    s->ops[0].option = 1;
+    ASSERT_STATUS(remat_simulate(c, s, NULL, &r, &e), REMAT_OK);
+    ASSERT_EQ_INT(r->valid, 1);
+    ASSERT_NEAR(r->time, 1 + 1 + 1 + 3, 0); /* B 1 takes the option's bwd_time */
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
 }
 
 /* A schedule read from JSON simulates like the one that was written. */
@@ -714,6 +911,9 @@ static const test_case cases[] = {
     {"examples_round_trip_byte_for_byte", examples_round_trip_byte_for_byte},
     {"chain_save_and_load", chain_save_and_load},
     {"chain_bad_inputs", chain_bad_inputs},
+    {"chain_options", chain_options},
+    {"chain_options_random_round_trips", chain_options_random_round_trips},
+    {"chain_options_bad", chain_options_bad},
     {"chain_limits", chain_limits},
     {"census_counts_cjson_nodes", census_counts_cjson_nodes},
     {"tree_bound", tree_bound},
@@ -722,6 +922,7 @@ static const test_case cases[] = {
     {"schedule_round_trip", schedule_round_trip},
     {"schedule_defaults_and_empty", schedule_defaults_and_empty},
     {"schedule_bad_inputs", schedule_bad_inputs},
+    {"schedule_options", schedule_options},
     {"schedule_json_then_simulate", schedule_json_then_simulate},
     {"parse_size_good", parse_size_good},
     {"parse_size_bad", parse_size_bad},

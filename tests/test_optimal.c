@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/sim_core.h"
+#include "solvers/optimal_test.h"
 #include "solvers/solvers_internal.h"
 #include "test.h"
 #include "common/testlib.h"
@@ -118,9 +119,12 @@ static void t_golden_overheads(void) {
 
 /* ---- brute force: Dijkstra over simulator states ---- */
 
-/* State: per value a[i] none/a/abar (base 3), per a[i] a "kept" bit (an Fck or
- * Fall consumed it while held; a persistent schedule may then not let Fn free
- * it), and next_b. d[next_b] is the only gradient held. */
+/* State: per value a[i] none/a/abar made with save k (base BF_BASE: 0, 1,
+ * 2 + k), per a[i] a "kept" bit (an Fck or Fall consumed it while held; a
+ * persistent schedule may then not let Fn free it), and next_b. d[next_b] is
+ * the only gradient held. */
+#define BF_SAVES 3 /* the full save and up to two partial saves */
+#define BF_BASE (2 + BF_SAVES)
 typedef struct bf_node {
     double time;
     uint32_t id;
@@ -137,20 +141,28 @@ typedef struct bf {
     size_t hn, hcap;
 } bf;
 
-static uint32_t bf_encode(const bf *b, const uint8_t *val, const uint8_t *kept, uint32_t next) {
+static uint8_t bf_digit(uint8_t val, uint8_t opt) {
+    return val == REMAT__HELD_ABAR ? (uint8_t)(2 + opt) : val;
+}
+
+static uint32_t bf_encode(const bf *b, const uint8_t *val, const uint8_t *opt, const uint8_t *kept,
+                          uint32_t next) {
     uint32_t id = next, kb = 0, p = 1;
     for (size_t i = 0; i <= b->n; i++) kb |= (uint32_t)kept[i] << i;
     id = id * (1u << (b->n + 1)) + kb;
-    for (size_t i = 0; i <= b->n; i++) p *= 3;
+    for (size_t i = 0; i <= b->n; i++) p *= BF_BASE;
     uint32_t v = 0;
-    for (size_t i = b->n + 1; i-- > 0;) v = v * 3 + val[i];
+    for (size_t i = b->n + 1; i-- > 0;) v = v * BF_BASE + bf_digit(val[i], opt[i]);
     return id * p + v;
 }
 
-static void bf_decode(const bf *b, uint32_t id, uint8_t *val, uint8_t *kept, uint32_t *next) {
+static void bf_decode(const bf *b, uint32_t id, uint8_t *val, uint8_t *opt, uint8_t *kept,
+                      uint32_t *next) {
     for (size_t i = 0; i <= b->n; i++) {
-        val[i] = (uint8_t)(id % 3);
-        id /= 3;
+        uint8_t d = (uint8_t)(id % BF_BASE);
+        val[i] = d >= 2 ? REMAT__HELD_ABAR : d;
+        opt[i] = d >= 2 ? (uint8_t)(d - 2) : 0;
+        id /= BF_BASE;
     }
     for (size_t i = 0; i <= b->n; i++) kept[i] = (uint8_t)((id >> i) & 1);
     *next = id >> (b->n + 1);
@@ -190,14 +202,14 @@ static bf_node heap_pop(bf *b) {
 static double brute_force(const remat_chain *c, uint64_t limit, int persistent) {
     bf b = {c, c->n, persistent, limit, 0, NULL, NULL, 0, 0};
     uint32_t p3 = 1;
-    for (size_t i = 0; i <= c->n; i++) p3 *= 3;
+    for (size_t i = 0; i <= c->n; i++) p3 *= BF_BASE;
     b.nstates = (uint32_t)(c->n + 1) * (1u << (c->n + 1)) * p3;
     b.best = malloc(b.nstates * sizeof *b.best);
     if (!b.best) exit(3);
     for (uint32_t i = 0; i < b.nstates; i++) b.best[i] = INFINITY;
-    uint8_t val[8] = {0}, kept[8] = {0}, dh[8] = {0};
+    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0}, dh[8] = {0};
     val[0] = REMAT__HELD_A;
-    uint32_t start = bf_encode(&b, val, kept, (uint32_t)c->n);
+    uint32_t start = bf_encode(&b, val, opt, kept, (uint32_t)c->n);
     if (c->input_bytes <= limit) {
         b.best[start] = 0;
         heap_push(&b, 0, start);
@@ -207,16 +219,19 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
         bf_node nd = heap_pop(&b);
         if (nd.time > b.best[nd.id]) continue;
         uint32_t next;
-        bf_decode(&b, nd.id, val, kept, &next);
+        bf_decode(&b, nd.id, val, opt, kept, &next);
         if (next == 0) {
             answer = nd.time;
             break;
         }
         for (int kind = REMAT_OP_FN; kind <= REMAT_OP_B; kind++)
-            for (uint32_t i = 1; i <= c->n; i++) {
+            for (uint32_t i = 1; i <= c->n; i++)
+                for (uint8_t k = 0; k <= (kind == REMAT_OP_FALL ? c->stages[i - 1].n_options : 0);
+                     k++) {
                 if (kind == REMAT_OP_B && i != next) continue;
-                uint8_t v2[8], k2[8];
+                uint8_t v2[8], o2[8], k2[8];
                 memcpy(v2, val, sizeof v2);
+                memcpy(o2, opt, sizeof o2);
                 memcpy(k2, kept, sizeof k2);
                 if (persistent && kind == REMAT_OP_FN && k2[i - 1] && v2[i - 1] == REMAT__HELD_A)
                     continue;
@@ -224,10 +239,10 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 dh[next] = 1;
                 uint64_t mem = remat_chain_d_bytes(c, next);
                 for (size_t j = 0; j <= c->n; j++)
-                    mem += v2[j] == REMAT__HELD_A ? remat_chain_a_bytes(c, j)
-                           : v2[j] == REMAT__HELD_ABAR ? remat_chain_abar_bytes(c, j) : 0;
-                remat__sim_state st = {v2, dh, mem, next};
-                remat_op op = {(uint8_t)kind, 0, i};
+                    mem += remat__value_bytes(c, j, v2[j], o2[j]);
+                remat__sim_state st = {
+                    .val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
+                remat_op op = {(uint8_t)kind, 0, i, k};
                 uint64_t during;
                 double t;
                 char why[128];
@@ -236,7 +251,7 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 if ((kind == REMAT_OP_FCK || kind == REMAT_OP_FALL) && v2[i - 1]) k2[i - 1] = 1;
                 for (size_t j = 0; j <= c->n; j++)
                     if (v2[j] == REMAT__HELD_NONE) k2[j] = 0;
-                uint32_t id = bf_encode(&b, v2, k2, st.next_b);
+                uint32_t id = bf_encode(&b, v2, o2, k2, st.next_b);
                 double nt = nd.time + t;
                 if (nt < b.best[id]) {
                     b.best[id] = nt;
@@ -549,7 +564,7 @@ static void t_limits_and_threads(void) {
     ASSERT_TRUE(test_schedule_ok(c, s, o.memory));
     ASSERT_EQ_U64(s->n_ops, s2->n_ops);
     ASSERT_TRUE(s->time == s2->time);
-    ASSERT_TRUE(memcmp(s->ops, s2->ops, s->n_ops * sizeof *s->ops) == 0);
+    ASSERT_TRUE(test_same_ops(s, s2));
     remat_schedule_free(s);
     remat_schedule_free(s2);
     remat_chain_free(c);
@@ -805,6 +820,161 @@ static void t_bounds_under_work_limit(void) {
            refused);
 }
 
+/* ---- partial saves and fall_overhead (SPEC section 1) ---- */
+
+/* A random chain with fall_overheads and up to `most` partial saves per
+ * stage; with `faster`, some partial saves get a backward faster than the
+ * full save's (the plain schedule then uses them). */
+static remat_chain *options_chain(test_rng *r, const test_chain_spec *sp, size_t most, int faster) {
+    test_option_spec x = {1, most};
+    remat_chain *c = test_random_chain_with(r, sp, &x);
+    if (!faster) return c;
+    remat_stage *st = calloc(c->n, sizeof *st);
+    remat_stage_option *opts = calloc(c->n * REMAT_MAX_OPTIONS, sizeof *opts);
+    if (!st || !opts) exit(3);
+    for (size_t i = 0; i < c->n; i++) {
+        st[i] = c->stages[i];
+        remat_stage_option *o = opts + i * REMAT_MAX_OPTIONS;
+        for (size_t k = 0; k < st[i].n_options; k++) {
+            o[k] = st[i].options[k];
+            if (test_rng_range(r, 0, 1)) o[k].bwd_time = st[i].bwd_time * test_rng_unit(r);
+        }
+        st[i].options = o;
+    }
+    remat_chain *d = NULL;
+    remat_error e;
+    if (remat_chain_create(c->name, c->input_bytes, c->input_grad_bytes, st, c->n, &d, &e) !=
+        REMAT_OK) {
+        fprintf(stderr, "options_chain: %s\n", e.message);
+        exit(3);
+    }
+    free(st);
+    free(opts);
+    remat_chain_free(c);
+    return d;
+}
+
+static int uses_partial_save(const remat_schedule *s) {
+    for (size_t k = 0; k < s->n_ops; k++)
+        if (s->ops[k].kind == REMAT_OP_FALL && s->ops[k].option) return 1;
+    return 0;
+}
+
+/* Exact-bytes optimal with partial saves and fall_overhead == the best
+ * persistent schedule found by brute force (every save of every Fall), and
+ * its schedule is what the simulator says. */
+static void t_options_brute_force(void) {
+    test_rng r = {4242};
+    int checked = 0, partial = 0, infeasible = 0;
+    for (int it = 0; it < 400; it++) {
+        test_chain_spec sp = {2 + it % 3, 8, it % 2, it % 3 == 0, it % 5 == 0, it % 4 != 0};
+        remat_chain *c = options_chain(&r, &sp, 2, it % 3 == 1);
+        double st_time;
+        uint64_t peak = store_peak(c, &st_time), mm = 0;
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 0;
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+        /* limits around and above the smallest one, a quarter of them below */
+        uint64_t span = peak > mm ? peak - mm : 1, lo = mm > span / 3 ? mm - span / 3 : 0;
+        uint64_t lim = lo + test_rng_range(&r, 0, peak - lo + 1);
+        if (lim < c->input_bytes) lim = c->input_bytes;
+        double bfp = brute_force(c, lim, 1);
+        o.memory = lim;
+        remat_schedule *s = NULL;
+        remat_error e;
+        remat_status st = remat_solve(c, &o, &s, &e);
+        if (isinf(bfp)) {
+            ASSERT_STATUS(st, REMAT_E_INFEASIBLE);
+            /* the smallest limit it names is one the brute force meets */
+            ASSERT_TRUE(e.min_memory > lim);
+            ASSERT_TRUE(!isinf(brute_force(c, e.min_memory, 1)));
+            infeasible++;
+        } else {
+            ASSERT_STATUS(st, REMAT_OK);
+            ASSERT_NEAR(s->time, bfp, 1e-9 * (1 + bfp));
+            ASSERT_TRUE(test_schedule_ok(c, s, lim));
+            partial += uses_partial_save(s);
+            checked++;
+        }
+        remat_schedule_free(s);
+        remat_chain_free(c);
+    }
+    ASSERT_TRUE(checked > 150 && infeasible > 20 && partial > 20);
+    printf("  (%d feasible, %d infeasible; %d schedules use a partial save)\n", checked,
+           infeasible, partial);
+}
+
+/* With partial saves, the narrowed tables give the whole table's schedule,
+ * and every schedule fits (slots and exact bytes, larger chains). */
+static void t_options_bounds_same_schedule(void) {
+    test_rng r = {777};
+    int compared = 0, partial = 0;
+    static char a[1 << 16], b[1 << 16];
+    for (int it = 0; it < 300; it++) {
+        int64_t slot_choices[3] = {0, 50, 500};
+        int64_t slots = slot_choices[it % 3];
+        test_chain_spec sp = {3 + (size_t)test_rng_range(&r, 0, 30), slots ? 100000 : 40,
+                              it % 2, it % 3 == 0, it % 5 == 0, it % 7 == 0};
+        remat_chain *c = options_chain(&r, &sp, 3, it % 4 == 1);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = slots;
+        uint64_t mm = 0, peak = store_peak(c, NULL);
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+        o.memory = mm + test_rng_range(&r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
+        remat_schedule *s0 = NULL;
+        remat_error e;
+        ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK); /* the smallest limit works */
+        remat_schedule_free(s0);
+        s0 = NULL;
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
+        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+        test_ops_text(s0, ",", a, sizeof a);
+        for (int mode = 2; mode <= 3; mode++) {
+            remat_schedule *s1 = NULL;
+            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
+            test_ops_text(s1, ",", b, sizeof b);
+            ASSERT_TRUE(strcmp(a, b) == 0);
+            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
+            remat_schedule_free(s1);
+        }
+        partial += uses_partial_save(s0);
+        compared++;
+        remat_schedule_free(s0);
+        remat_chain_free(c);
+    }
+    ASSERT_TRUE(compared == 300 && partial > 30);
+    printf("  (%d solves, %d with a partial save)\n", compared, partial);
+}
+
+/* The curve with partial saves: each point's time is what a solve at its
+ * memory finds, and it starts at the smallest limit. */
+static void t_options_curve(void) {
+    test_rng r = {31337};
+    for (int it = 0; it < 60; it++) {
+        test_chain_spec sp = {4 + (size_t)test_rng_range(&r, 0, 12), 1000, it % 2, 0, 0, 1};
+        remat_chain *c = options_chain(&r, &sp, 2, 0);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = it % 2 ? 0 : 100;
+        remat_curve *cv = NULL;
+        uint64_t mm = 0;
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_curve_compute(c, &o, 0, &cv, NULL), REMAT_OK);
+        ASSERT_TRUE(cv->n >= 1 && cv->points[0].memory == mm);
+        for (size_t k = 0; k < cv->n; k++) {
+            o.memory = cv->points[k].memory;
+            remat_schedule *s = NULL;
+            ASSERT_STATUS(remat_solve(c, &o, &s, NULL), REMAT_OK);
+            ASSERT_LE_DBL(s->time, cv->points[k].time, 1e-6 * (1 + s->time));
+            remat_schedule_free(s);
+        }
+        remat_curve_free(cv);
+        remat_chain_free(c);
+    }
+}
+
 static const test_case cases[] = {
     {"golden_two_stage", t_golden_two_stage},
     {"golden_fck_fn", t_golden_fck_fn},
@@ -823,5 +993,8 @@ static const test_case cases[] = {
     {"plain_recurrence", t_plain_recurrence},
     {"bounds_same_schedule", t_bounds_same_schedule},
     {"bounds_under_work_limit", t_bounds_under_work_limit},
+    {"options_brute_force", t_options_brute_force},
+    {"options_bounds_same_schedule", t_options_bounds_same_schedule},
+    {"options_curve", t_options_curve},
 };
 TEST_MAIN(cases)

@@ -447,6 +447,216 @@ static void test_no_del_counterexample(void) {
     ASSERT_TRUE(opt_good);
 }
 
+/* ---- Partial saves and fall_overhead (SPEC section 1's optional fields) ---- */
+
+/* c with every stage's options dropped (strip_options) or with fall_overhead
+ * written out as fwd_overhead where the stage had none (explicit_fall). */
+static remat_chain *variant(const remat_chain *c, int strip_options, int explicit_fall) {
+    remat_stage *st = calloc(c->n, sizeof *st);
+    if (!st) exit(3);
+    memcpy(st, c->stages, c->n * sizeof *st);
+    for (size_t i = 0; i < c->n; i++) {
+        if (strip_options) st[i].n_options = 0, st[i].options = NULL;
+        if (explicit_fall && !st[i].has_fall_overhead)
+            st[i].has_fall_overhead = 1, st[i].fall_overhead = st[i].fwd_overhead;
+    }
+    remat_chain *v = NULL;
+    if (remat_chain_create(c->name, c->input_bytes, c->input_grad_bytes, st, c->n, &v, NULL) !=
+        REMAT_OK)
+        exit(3);
+    free(st);
+    return v;
+}
+
+static remat_status solve_bw(const remat_chain *c, remat_algorithm alg, uint64_t m, double bw,
+                             remat_schedule **s, remat_error *e) {
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.algorithm = alg;
+    o.memory = m;
+    o.bandwidth = bw;
+    o.threads = 1;
+    o.slots = alg == REMAT_ALG_OPTIMAL ? 0 : -1;
+    *s = NULL;
+    return remat_solve(c, &o, s, e);
+}
+
+/* Valid within m under bandwidth bw, with the predicted time and peak the
+ * simulator's (offload solvers: their time bounds the simulated one). */
+static int schedule_checks(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw,
+                           int exact_peak) {
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = bw;
+    remat_sim_result *r = NULL;
+    if (remat_simulate(c, s, &so, &r, NULL) != REMAT_OK) return 0;
+    int good = r->valid && r->peak_bytes <= m;
+    if (good && exact_peak)
+        good = r->peak_bytes == s->peak_bytes && fabs(r->time - s->time) <= 1e-9 * (1 + r->time);
+    if (good && !exact_peak) good = r->time <= s->time + 1e-9 * (1 + s->time);
+    if (!good && r->valid)
+        fprintf(stderr, "  %s: simulated peak %llu time %.17g, predicted %llu %.17g, limit %llu\n",
+                s->algorithm, (unsigned long long)r->peak_bytes, r->time,
+                (unsigned long long)s->peak_bytes, s->time, (unsigned long long)m);
+    else if (!good)
+        fprintf(stderr, "  %s: invalid at op %zu (%s): %s\n", s->algorithm, r->failed_op,
+                r->failed_op_text, r->reason);
+    remat_sim_result_free(r);
+    return good;
+}
+
+/* Every solver on chains with partial saves and fall_overhead: each schedule
+ * passes the simulator within the limit with the predicted time and peak;
+ * the solvers that ignore options (revolve, sequential, store-all,
+ * offload-only, opportunist) give the same schedule as on the chain without
+ * them; exact with options is never slower, nor needs more memory,
+ * than without; optimal chooses among the options too: its schedule passes
+ * the simulator with the predicted time and peak, is never slower than on
+ * the chain without options (whose schedules it could still make), and is
+ * at least as slow as exact's. */
+static void test_options_every_solver(void) {
+    test_rng r = {20250704};
+    int chains = scale(3000), partial = 0, exact_gain = 0, optimal_gain = 0, offload = 0;
+    static const remat_algorithm ignoring[] = {REMAT_ALG_REVOLVE, REMAT_ALG_SEQUENTIAL,
+                                               REMAT_ALG_STORE_ALL};
+    for (int it = 0; it < chains; it++) {
+        test_chain_spec sp = random_spec(&r, 9);
+        test_option_spec x = {1, (size_t)test_rng_range(&r, 1, 3)};
+        remat_chain *c = test_random_chain_with(&r, &sp, &x);
+        remat_chain *bare = variant(c, 1, 0);
+        uint64_t peak;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        uint64_t m = random_limit(&r, c, peak);
+        int fail = 0;
+        for (size_t a = 0; a < sizeof ignoring / sizeof *ignoring && !fail; a++) {
+            remat_schedule *s, *t;
+            remat_error e, e2;
+            remat_status st = solve_bw(c, ignoring[a], m, 0, &s, &e);
+            remat_status st2 = solve_bw(bare, ignoring[a], m, 0, &t, &e2);
+            if (st != st2 || !test_same_ops(s, t)) fail = 1;
+            if (st == REMAT_OK && !schedule_checks(c, s, m, 0, 1)) fail = 2;
+            if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) fail = 3;
+            if (st == REMAT_E_INFEASIBLE && (e.min_memory != e2.min_memory || e.min_memory <= m))
+                fail = 3;
+            remat_schedule_free(s);
+            remat_schedule_free(t);
+        }
+        if (!fail && c->n <= 6) {
+            remat_schedule *s, *t;
+            remat_error e, e2;
+            remat_status st = solve_bw(c, REMAT_ALG_EXACT, m, 0, &s, &e);
+            remat_status st2 = solve_bw(bare, REMAT_ALG_EXACT, m, 0, &t, &e2);
+            if (st == REMAT_OK && !schedule_checks(c, s, m, 0, 1)) fail = 4;
+            if (st2 == REMAT_OK && st != REMAT_OK) fail = 5;
+            if (st == REMAT_OK && st2 == REMAT_OK) {
+                if (!tol_le(s->time, t->time)) fail = 5;
+                exact_gain += s->time < t->time - 1e-9 * (1 + t->time);
+            }
+            if (st == REMAT_E_INFEASIBLE && st2 == REMAT_E_INFEASIBLE &&
+                e.min_memory > e2.min_memory)
+                fail = 5;
+            for (size_t k = 0; st == REMAT_OK && k < s->n_ops; k++) partial += s->ops[k].option;
+            remat_schedule_free(s);
+            remat_schedule_free(t);
+        }
+        if (!fail) {
+            remat_schedule *s, *t, *x = NULL;
+            remat_error e, e2;
+            remat_status st = solve_bw(c, REMAT_ALG_OPTIMAL, m, 0, &s, &e);
+            remat_status st2 = solve_bw(bare, REMAT_ALG_OPTIMAL, m, 0, &t, &e2);
+            if (st == REMAT_OK && !schedule_checks(c, s, m, 0, 1)) fail = 6;
+            if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) fail = 6;
+            if (st2 == REMAT_OK && st != REMAT_OK) fail = 6;
+            if (st == REMAT_OK && st2 == REMAT_OK) {
+                if (!tol_le(s->time, t->time)) fail = 6;
+                optimal_gain += s->time < t->time - 1e-9 * (1 + t->time);
+            }
+            if (st == REMAT_OK && c->n <= 6 && solve_bw(c, REMAT_ALG_EXACT, m, 0, &x, &e2) ==
+                REMAT_OK && !tol_le(x->time, s->time))
+                fail = 6;
+            remat_schedule_free(x);
+            remat_schedule_free(s);
+            remat_schedule_free(t);
+        }
+        if (!fail && it % 10 == 0) { /* the offload solvers take longer */
+            static const remat_algorithm off[] = {REMAT_ALG_POFO, REMAT_ALG_OFFLOAD_ONLY,
+                                                  REMAT_ALG_OPPORTUNIST, REMAT_ALG_AUTOCAPPER};
+            double bw = 1 + (double)test_rng_range(&r, 0, 20);
+            for (size_t a = 0; a < sizeof off / sizeof *off && !fail; a++) {
+                remat_schedule *s;
+                remat_error e;
+                remat_status st = solve_bw(c, off[a], m, bw, &s, &e);
+                if (st == REMAT_OK && !schedule_checks(c, s, m, bw, 0)) fail = 7;
+                if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
+                    fprintf(stderr, "  %s: %s\n", remat_algorithm_name(off[a]), e.message);
+                    fail = 7;
+                }
+                if (off[a] == REMAT_ALG_OFFLOAD_ONLY || off[a] == REMAT_ALG_OPPORTUNIST) {
+                    remat_schedule *t; /* they ignore options */
+                    if (solve_bw(bare, off[a], m, bw, &t, &e) != st || !test_same_ops(s, t))
+                        fail = 8;
+                    remat_schedule_free(t);
+                }
+                offload += st == REMAT_OK;
+                remat_schedule_free(s);
+            }
+        }
+        if (fail) {
+            fprintf(stderr, "  chain %d: options property %d fails\n", it, fail);
+            print_chain(c, m);
+        }
+        remat_chain_free(bare);
+        remat_chain_free(c);
+        if (fail) TEST_FAIL_("options property %d failed on chain %d (printed above)", fail, it);
+    }
+    printf("  %d chains: exact gains from partial saves on %d, uses %d option steps; optimal "
+           "gains on %d; offload schedules %d\n",
+           chains, exact_gain, partial, optimal_gain, offload);
+    ASSERT_TRUE(exact_gain > chains / 100);
+    ASSERT_TRUE(optimal_gain > chains / 100);
+    ASSERT_TRUE(offload > 0);
+}
+
+/* A fall_overhead equal to fwd_overhead, written out, changes nothing: every
+ * solver gives the same schedule as on the chain without the field. */
+static void test_explicit_fall_overhead_same(void) {
+    test_rng r = {99};
+    int chains = scale(1500);
+    static const remat_algorithm algs[] = {REMAT_ALG_OPTIMAL, REMAT_ALG_REVOLVE,
+                                           REMAT_ALG_SEQUENTIAL, REMAT_ALG_STORE_ALL,
+                                           REMAT_ALG_EXACT, REMAT_ALG_POFO};
+    for (int it = 0; it < chains; it++) {
+        test_chain_spec sp = random_spec(&r, 8);
+        remat_chain *c = test_random_chain(&r, &sp);
+        remat_chain *x = variant(c, 0, 1);
+        uint64_t peak;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        uint64_t m = random_limit(&r, c, peak);
+        for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+            if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
+            if (algs[a] == REMAT_ALG_POFO && it % 10) continue;
+            remat_schedule *s, *t;
+            remat_error e, e2;
+            double bw = algs[a] == REMAT_ALG_POFO ? 3 : 0;
+            remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
+            remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
+            int same = st == st2 && test_same_ops(s, t) &&
+                       (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
+            remat_schedule_free(s);
+            remat_schedule_free(t);
+            if (!same) {
+                print_chain(x, m);
+                remat_chain_free(x);
+                remat_chain_free(c);
+                TEST_FAIL_("chain %d: %s differs with fall_overhead written out", it,
+                           remat_algorithm_name(algs[a]));
+            }
+        }
+        remat_chain_free(x);
+        remat_chain_free(c);
+    }
+}
+
 static void report_skips(void) {
     int any = 0;
     for (int a = 0; a < REMAT_ALG_COUNT_; a++)
@@ -462,6 +672,8 @@ static const test_case cases[] = {
     {"all_solvers", test_all_solvers},
     {"exact_vs_persistent", test_exact_vs_persistent},
     {"no_del_counterexample", test_no_del_counterexample},
+    {"options_every_solver", test_options_every_solver},
+    {"explicit_fall_overhead_same", test_explicit_fall_overhead_same},
     {"report_skips", report_skips},
 };
 TEST_MAIN(cases)

@@ -330,7 +330,129 @@ static void bad_arguments(void) {
     remat_chain_free(c);
 }
 
+/* Chain P: partial saves and fall_overhead (SPEC section 1's optional fields).
+ *   a[0] = 10 (d[0] = 10)
+ *   stage 1: a 20, abar 50, fwd 1, bwd 2, fwd_overhead 3, fall_overhead 7, bwd_overhead 4;
+ *            option 1: abar 30, fall_overhead 1, bwd 5, bwd_overhead 9
+ *   stage 2 (loss): a 1, abar 21, fwd 1, bwd 1 */
+static remat_chain *chain_p(void) {
+    remat_stage_option o = {"matmuls", 30, 1, 5, 9};
+    remat_stage st[2] = {test_stage_full(1, 2, 20, 50, 20, 3, 4), test_stage(1, 1, 1, 21)};
+    st[0].fall_overhead = 7;
+    st[0].has_fall_overhead = 1;
+    st[0].options = &o;
+    st[0].n_options = 1;
+    remat_chain *c = NULL;
+    if (remat_chain_create("p", 10, 10, st, 2, &c, NULL) != REMAT_OK) abort();
+    return c;
+}
+
+static void partial_saves(void) {
+    remat_chain *c = chain_p();
+    /* Fall 1/1 adds abar[1] of 30 with its own overhead 1; B 1 takes option
+     * 1's time 5 and overhead 9, and frees its 30 bytes. */
+    remat_schedule *s = SCHED("Fall 1/1", "Fall 2", "B 2", "B 1");
+    remat_sim_result *r = run(c, s);
+    ASSERT_TRUE(r->valid);
+    /* Fall 1/1: 10 + 30 + 1; Fall 2: 40 + 21; B 2: 61 + d[1] 20, frees abar[2];
+     * B 1: 60 + d[0] 10 + 9, frees d[1], abar[1], a[0] */
+    ASSERT_MEMORY(r, L(41, 61, 81, 79), L(40, 61, 60, 10));
+    ASSERT_NEAR(r->time, 1 + 1 + 1 + 5, 0);
+    ASSERT_EQ_U64(r->peak_bytes, 81);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    /* The full save: Fall takes fall_overhead 7, B the stage's own figures;
+     * Fck and Fn keep fwd_overhead 3. */
+    s = SCHED("Fall 1", "Fall 2", "B 2", "B 1");
+    r = run(c, s);
+    ASSERT_MEMORY(r, L(67, 81, 101, 94), L(60, 81, 80, 10));
+    ASSERT_NEAR(r->time, 5, 0);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    /* An upgrade from a[1]; a second Fall over the held abar[1] adds nothing
+     * and keeps its option (B 1 still takes 5); Del frees the option's size. */
+    s = SCHED("Fck 1", "Fall 1/1", "Fall 1", "Del abar[1]", "Fall 1/1", "Fall 2", "B 2", "B 1");
+    r = run(c, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_MEMORY(r, L(33, 61, 47, 40, 41, 61, 81, 79), L(30, 40, 40, 10, 40, 61, 60, 10));
+    ASSERT_NEAR(r->time, 4 + 1 + 1 + 5, 0); /* four forwards of stage 1 */
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
+static void partial_saves_invalid(void) {
+    remat_chain *c = chain_p();
+    remat_schedule *s = SCHED("Fall 1/2", "Fall 2", "B 2", "B 1");
+    remat_sim_result *r = run(c, s);
+    ASSERT_EQ_INT(r->valid, 0);
+    ASSERT_EQ_U64(r->failed_op, 0);
+    ASSERT_TRUE(strcmp(r->failed_op_text, "Fall 1/2") == 0);
+    ASSERT_CONTAINS(r->reason, "stage 1 has 1 option: there is no option 2");
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    s = SCHED("Fall 1", "Fall 2/1", "B 2", "B 1");
+    r = run(c, s);
+    ASSERT_EQ_U64(r->failed_op, 1);
+    ASSERT_CONTAINS(r->reason, "stage 2 has 0 options: there is no option 1");
+    remat_sim_result_free(r);
+    /* an option on an op other than Fall (only a struct can carry one) */
+    for (int k = 2; k < 4; k++) {
+        s->ops[1].option = 0;
+        s->ops[k].option = 1;
+        r = run(c, s);
+        ASSERT_EQ_U64(r->failed_op, (uint64_t)k);
+        ASSERT_CONTAINS(r->failed_op_text, "/1");
+        ASSERT_CONTAINS(r->reason, "only Fall takes an option");
+        remat_sim_result_free(r);
+        s->ops[k].option = 0;
+    }
+    remat_schedule_free(s);
+    s = SCHED("Fall 1/1", "Off abar[1]", "Fall 2", "B 2", "Pre abar[1]", "B 1");
+    s->ops[1].option = 1;
+    remat_sim_options o;
+    remat_sim_options_init(&o);
+    o.bandwidth = 10;
+    ASSERT_STATUS(remat_simulate(c, s, &o, &r, NULL), REMAT_OK);
+    ASSERT_EQ_U64(r->failed_op, 1);
+    ASSERT_CONTAINS(r->reason, "only Fall takes an option");
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
+/* The timed simulator copies the abar an option made, at its own size. */
+static void partial_saves_offloaded(void) {
+    remat_chain *c = chain_p();
+    remat_schedule *s =
+        SCHED("Fall 1/1", "Fall 2", "B 2", "Off abar[1]", "Wait abar[1]", "Pre abar[1]", "B 1");
+    remat_sim_options o;
+    remat_sim_options_init(&o);
+    o.bandwidth = 10;
+    o.record_timeline = 1;
+    remat_sim_result *r = NULL;
+    ASSERT_STATUS(remat_simulate(c, s, &o, &r, NULL), REMAT_OK);
+    ASSERT_TRUE(r->valid);
+    /* Off: 30 bytes from t = 3 to 6; Pre from 6 to 9; B 1 (option 1) 9 to 14 */
+    ASSERT_NEAR(r->time, 14, 1e-12);
+    int offs = 0;
+    for (size_t k = 0; k < r->n_events; k++)
+        if (r->events[k].lane != 0) {
+            ASSERT_NEAR(r->events[k].end - r->events[k].start, 3, 1e-12);
+            offs++;
+        }
+    ASSERT_EQ_INT(offs, 2);
+    /* after B 1 only d[0] is held: the copies were counted at the option's size */
+    ASSERT_EQ_U64(r->mem_after[6], 10);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
 static const test_case cases[] = {
+    {"partial_saves", partial_saves},
+    {"partial_saves_invalid", partial_saves_invalid},
+    {"partial_saves_offloaded", partial_saves_offloaded},
     {"store_all", store_all},
     {"fck_fn_chain", fck_fn_chain},
     {"fn_keeps_abar_input", fn_keeps_abar_input},

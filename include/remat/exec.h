@@ -68,6 +68,10 @@ typedef struct remat_exec_step {
      * reads X waits for it); Wait X waits for the latest copy of X, which for an
      * offload is X's release (the Off's copy_at is then this step). */
     size_t copy_at;
+    /* The partial save (SPEC section 2): for Fall, the option it saves with
+     * (op.option); for B, the option of the abar[i] it consumes, whose
+     * backward recomputes what that option did not keep; 0 for other ops. */
+    uint8_t option;
 } remat_exec_step;
 
 typedef struct remat_exec_plan {

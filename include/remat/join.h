@@ -109,8 +109,8 @@ typedef struct remat_join_sim_result {
 
 /* Returns REMAT_OK when it could replay (valid or not: see (*out)->valid);
  * *out is then a new result, freed with remat_join_sim_result_free(), as
- * remat_simulate() does. REMAT_E_INPUT for bad arguments, REMAT_E_NOMEM; *out
- * is NULL then. */
+ * remat_simulate() does. REMAT_E_INPUT for bad arguments (n above
+ * REMAT_JOIN_MAX_OPS included), REMAT_E_NOMEM; *out is NULL then. */
 REMAT_API remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_op *ops,
                                            size_t n, uint64_t limit, remat_join_sim_result **out,
                                            remat_error *err);

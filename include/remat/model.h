@@ -13,11 +13,29 @@
 extern "C" {
 #endif
 
-/* Sizes and times must be finite, >= 0, and sizes < 2^53 (SPEC section 3). */
+/* Sizes and times must be finite, >= 0, and sizes < 2^53 (SPEC section 3);
+ * n times the sum of all fwd_time and bwd_time must not pass half the largest
+ * double, so that no schedule's time overflows (docs/formats.md). */
 #define REMAT_MAX_BYTES ((uint64_t)1 << 53)
 /* A chain may have at most this many stages (loss included). */
 #define REMAT_MAX_STAGES 100000u
 #define REMAT_NAME_MAX 256
+
+/* A stage may list at most this many partial saves (options 1..8). */
+#define REMAT_MAX_OPTIONS 8u
+#define REMAT_OPTION_NAME_MAX 64
+
+/* A partial save (SPEC section 1): another way for Fall i to keep less.
+ * "Fall i/k" makes abar[i] of option k's saved_bytes; the B i that consumes
+ * it recomputes what the option did not keep, so it takes the option's
+ * bwd_time and bwd_overhead. */
+typedef struct remat_stage_option {
+    char name[REMAT_OPTION_NAME_MAX]; /* a label, may be empty */
+    uint64_t saved_bytes;   /* size of the abar[i] it makes (>= the stage's out_bytes) */
+    uint64_t fall_overhead; /* temporary bytes while Fall i/k runs */
+    double bwd_time;        /* time of the B i that consumes it, recomputation included */
+    uint64_t bwd_overhead;  /* temporary bytes while that B runs */
+} remat_stage_option;
 
 typedef struct remat_stage {
     char name[REMAT_NAME_MAX];
@@ -26,8 +44,20 @@ typedef struct remat_stage {
     uint64_t out_bytes;     /* size of a[i] */
     uint64_t saved_bytes;   /* size of abar[i] (>= out_bytes) */
     uint64_t grad_bytes;    /* size of d[i]; the loss' d[n] is the seed and counts 0 */
-    uint64_t fwd_overhead;  /* temporary bytes while a forward of this stage runs */
+    uint64_t fwd_overhead;  /* temporary bytes while Fn i or Fck i runs (and Fall i by default) */
     uint64_t bwd_overhead;  /* temporary bytes while B runs */
+    /* Temporary bytes while Fall i runs, when has_fall_overhead is nonzero.
+     * When it is 0 (a zeroed stage, a document without the field), Fall i
+     * takes fwd_overhead, as before the field existed: remat_chain_create()
+     * and the loaders then set fall_overhead = fwd_overhead in the chain. */
+    uint64_t fall_overhead;
+    int has_fall_overhead;
+    /* Partial saves: option k (1..n_options) is options[k-1]; the stage's own
+     * saved_bytes, bwd_time and overheads are option 0, the full save. In
+     * what remat_chain_create() is given, options is the caller's (read
+     * only); in a chain it is the chain's own copy, freed with it. */
+    size_t n_options; /* 0..REMAT_MAX_OPTIONS */
+    remat_stage_option *options;
 } remat_stage;
 
 typedef struct remat_chain {
@@ -39,15 +69,21 @@ typedef struct remat_chain {
     remat_stage *stages;       /* stages[i-1] is stage i */
 } remat_chain;
 
-/* Byte sizes by value index, valid for i in 0..n; 0 for a NULL chain or i > n. */
+/* Byte sizes by value index, valid for i in 0..n; 0 for a NULL chain or i > n.
+ * remat_chain_abar_bytes is the full save's (option 0). */
 REMAT_API uint64_t remat_chain_a_bytes(const remat_chain *c, size_t i);    /* a[i]; a[0] = input */
 REMAT_API uint64_t remat_chain_abar_bytes(const remat_chain *c, size_t i); /* abar[i], i >= 1 */
 REMAT_API uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i);    /* d[i]; d[n] = 0 */
 
-/* Builds a validated deep copy of n stages. grad_bytes of stage i < n is taken
- * as given (pass out_bytes for the default); the loss stage's grad_bytes is
- * ignored (the seed has size 0). On success *out owns a new chain: free it
- * with remat_chain_free(). On failure *out is NULL. */
+/* Builds a validated deep copy of n stages, their options included (the
+ * caller keeps its own arrays). grad_bytes of stage i < n is taken as given
+ * (pass out_bytes for the default); the loss stage's grad_bytes is ignored
+ * (the seed has size 0); a stage with has_fall_overhead == 0 gets
+ * fall_overhead = fwd_overhead. Names (the chain's, NULL for "", each
+ * stage's and option's) must be valid UTF-8 and NUL-terminated within their
+ * fields: a longer one is refused, never cut short. The times must not add
+ * up past the limit of docs/formats.md. On success *out owns a new chain:
+ * free it with remat_chain_free(). On failure *out is NULL. */
 REMAT_API remat_status remat_chain_create(const char *name, uint64_t input_bytes,
                                           uint64_t input_grad_bytes, const remat_stage *stages,
                                           size_t n, remat_chain **out, remat_error *err);

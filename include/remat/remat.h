@@ -8,4 +8,5 @@
 #include "remat/solvers.h"
 #include "remat/join.h"
 #include "remat/exec.h"
+#include "remat/hjoin.h"
 #endif

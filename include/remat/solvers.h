@@ -16,7 +16,7 @@ typedef enum remat_algorithm {
     REMAT_ALG_SEQUENTIAL,  /* periodic segments, like checkpoint_sequential (sequential.c) */
     REMAT_ALG_STORE_ALL,   /* plain autograd (store_all.c) */
     REMAT_ALG_EXACT,       /* true optimum over all schedules, small chains (exact.c) */
-    REMAT_ALG_POFO,        /* remat + offload DP (pofo.c) */
+    REMAT_ALG_POFO,        /* remat + offload DP (pofo_*.c) */
     REMAT_ALG_OFFLOAD_ONLY,
     REMAT_ALG_OPPORTUNIST,
     REMAT_ALG_AUTOCAPPER,
@@ -24,10 +24,23 @@ typedef enum remat_algorithm {
 } remat_algorithm;
 
 /* "optimal", "revolve", "sequential", "store-all", "exact", "pofo",
- * "offload-only", "opportunist", "autocapper". */
+ * "offload-only", "opportunist", "autocapper"; "?" for a value out of range.
+ * A static string: never free it. */
 REMAT_API const char *remat_algorithm_name(remat_algorithm a);
+/* The algorithm named `name` (as remat_algorithm_name spells it) into *out;
+ * REMAT_E_INPUT, listing the names, for any other. */
 REMAT_API remat_status remat_algorithm_parse(const char *name, remat_algorithm *out,
                                              remat_error *err);
+/* How many algorithms this library has: 0..count-1 are valid values (a
+ * binding asks the library it loaded rather than trusting its header). */
+REMAT_API size_t remat_algorithm_count(void);
+/* One line saying what the algorithm computes, for help texts; "?" for a
+ * value out of range. A static string: never free it. */
+REMAT_API const char *remat_algorithm_summary(remat_algorithm a);
+/* 1 when the algorithm's schedules move values to the host (Off/Pre/Wait):
+ * it solves for remat_solve_options.bandwidth and its schedules are measured
+ * with it (docs/offload.md); 0 otherwise, and for a value out of range. */
+REMAT_API int remat_algorithm_is_offload(remat_algorithm a);
 
 typedef enum remat_revolve_mode {
     REMAT_REVOLVE_PRECISE = 0,      /* per-stage costs and sizes */
@@ -106,13 +119,16 @@ REMAT_API remat_status remat_curve_compute(const remat_chain *c, const remat_sol
                                            size_t max_points, remat_curve **out, remat_error *err);
 REMAT_API void remat_curve_free(remat_curve *curve);
 
-/* Peak bytes and time of plain autograd (store-all). */
+/* Peak bytes and time of plain autograd (store-all), whatever their size
+ * (the peak of a valid chain may pass 2^53 bytes; it is below 2^62). */
 REMAT_API remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes,
                                             double *time, remat_error *err);
 
 /* Smallest memory limit in bytes for which the algorithm finds a schedule
  * (optimal: from its min-peak recurrence; others: bisection over solves,
- * refused up front like a solve when estimated above max_seconds). */
+ * refused up front like a solve when estimated above max_seconds).
+ * REMAT_E_INFEASIBLE when no limit below 2^53 bytes works (a valid chain
+ * may need more): err->min_memory is then what would, when known, else 0. */
 REMAT_API remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o,
                                         uint64_t *out, remat_error *err);
 

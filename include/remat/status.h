@@ -25,7 +25,7 @@ extern "C" {
 /* The one source of the version: the Makefile (remat.pc, the soname),
  * pyproject.toml and the top entry of CHANGELOG.md follow these lines. */
 #define REMAT_VERSION_MAJOR 0
-#define REMAT_VERSION_MINOR 2
+#define REMAT_VERSION_MINOR 3
 #define REMAT_VERSION_PATCH 0
 #define REMAT_VERSION_NUMBER \
     (REMAT_VERSION_MAJOR * 10000 + REMAT_VERSION_MINOR * 100 + REMAT_VERSION_PATCH)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _lib
+from ._convert import _chain_ptr, _int, _options, _path, _read_text, _text, _utf8, parse_size
 from ._lib import InputError
 from ._lib import call as _call
 
 if TYPE_CHECKING:
-    from . import Chain, Schedule
+    from ._chain import Chain, Schedule
 
 PathLike = str | os.PathLike[str]
 JOIN_MAX_BRANCHES = 16
@@ -87,7 +88,6 @@ _lib.check_struct_sizes(_lib.lib, (_CurvePoint, _Curve, _JoinProblem, _JoinCurve
 def bandwidth_per_unit(bandwidth: float | int | str, time_unit: str) -> float:
     """Bytes per time unit of the chain from a number (already per time unit)
     or a text "SIZE/s" such as "12GB/s", by the rules of `remat --bandwidth`."""
-    from . import parse_size
     if isinstance(bandwidth, str):
         text = bandwidth.strip()
         if text.endswith("/s") and len(text) > 2:
@@ -101,6 +101,9 @@ def bandwidth_per_unit(bandwidth: float | int | str, time_unit: str) -> float:
         except ValueError:
             raise InputError('bandwidth: "%s" is not a number >= 0 (bytes per time unit) or '
                              "SIZE/s" % bandwidth) from None
+    elif isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)):
+        raise TypeError("bandwidth: expected a number or a text like '12GB/s', got %s"
+                        % type(bandwidth).__name__)
     else:
         value = float(bandwidth)
     if not (0 <= value <= 1e300):
@@ -129,7 +132,6 @@ def curve(chain: Chain, algorithm: str = "optimal", points: int = 0,
     """remat_curve_compute(): the best time for limits from the smallest
     feasible memory up to the store-all peak (or `memory`). `points` caps the
     number of points (0: every step for optimal, 50 otherwise)."""
-    from . import _chain_ptr, _int, _options
     cp = _chain_ptr(chain)
     o = _options(memory, algorithm, slots, segments, threads)
     if bandwidth is not None:
@@ -224,14 +226,13 @@ class JoinCurve:
 
 
 def _join_problem(problem: PathLike | dict[str, Any]) -> tuple[_JoinProblem, str]:
-    from . import _path, _read_text, _text
     if isinstance(problem, dict):
         text, source = json.dumps(problem), "<python>"
     else:
         source = os.fsdecode(_path(problem))
         text = _read_text(problem)  # capped; RematIOError on file errors
     p = _JoinProblem()
-    data = text.encode("utf-8")
+    data = _utf8(text, source)
     _call(_lib.lib.remat_join_problem_from_json, data, len(data), _text(source, "source"),
           ctypes.byref(p))
     return p, source

@@ -21,6 +21,7 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int
 
 EXPECTED_MAJOR = 0
 NAME_MAX = 256
+OPTION_NAME_MAX = 64
 MESSAGE_MAX = 512
 OP_TEXT_MAX = 32
 ALGORITHM_MAX = 32
@@ -87,11 +88,19 @@ class Error(Structure):
     _fields_ = [("status", c_int), ("message", c_char * MESSAGE_MAX), ("min_memory", c_uint64)]
 
 
+class StageOption(Structure):
+    _c_name = "remat_stage_option"
+    _fields_ = [("name", c_char * OPTION_NAME_MAX), ("saved_bytes", c_uint64),
+                ("fall_overhead", c_uint64), ("bwd_time", c_double), ("bwd_overhead", c_uint64)]
+
+
 class Stage(Structure):
     _c_name = "remat_stage"
     _fields_ = [("name", c_char * NAME_MAX), ("fwd_time", c_double), ("bwd_time", c_double),
                 ("out_bytes", c_uint64), ("saved_bytes", c_uint64), ("grad_bytes", c_uint64),
-                ("fwd_overhead", c_uint64), ("bwd_overhead", c_uint64)]
+                ("fwd_overhead", c_uint64), ("bwd_overhead", c_uint64),
+                ("fall_overhead", c_uint64), ("has_fall_overhead", c_int),
+                ("n_options", c_size_t), ("options", POINTER(StageOption))]
 
 
 class ChainStruct(Structure):
@@ -103,7 +112,7 @@ class ChainStruct(Structure):
 
 class Op(Structure):
     _c_name = "remat_op"
-    _fields_ = [("kind", c_uint8), ("value", c_uint8), ("index", c_uint32)]
+    _fields_ = [("kind", c_uint8), ("value", c_uint8), ("index", c_uint32), ("option", c_uint8)]
 
 
 class ScheduleStruct(Structure):
@@ -159,7 +168,7 @@ class ExecStep(Structure):
                 ("n_creates", c_size_t), ("creates", ExecRef * EXEC_MAX_REFS),
                 ("n_frees", c_size_t), ("frees", ExecRef * EXEC_MAX_REFS),
                 ("mem_during", c_uint64), ("mem_after", c_uint64), ("start", c_double),
-                ("end", c_double), ("copy_at", c_size_t)]
+                ("end", c_double), ("copy_at", c_size_t), ("option", c_uint8)]
 
 
 class ExecPlan(Structure):
@@ -235,6 +244,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "remat_op_parse": (c_int, [c_char_p, P(Op), P(Error)]),
         "remat_solve_options_init": (None, [P(SolveOptions)]),
         "remat_algorithm_parse": (c_int, [c_char_p, P(c_int), P(Error)]),
+        "remat_algorithm_count": (c_size_t, []),
+        "remat_algorithm_name": (c_char_p, [c_int]),
+        "remat_algorithm_is_offload": (c_int, [c_int]),
         "remat_solve": (c_int, [P(ChainStruct), P(SolveOptions), P(P(ScheduleStruct)), P(Error)]),
         "remat_min_memory": (c_int, [P(ChainStruct), P(SolveOptions), P(c_uint64), P(Error)]),
         "remat_store_all_cost": (c_int, [P(ChainStruct), P(c_uint64), P(c_double), P(Error)]),
@@ -254,8 +266,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.argtypes = args
 
 
-STRUCTS = (Error, Stage, ChainStruct, Op, ScheduleStruct, SolveOptions, SimOptions, SimEvent,
-           SimMemPoint, SimResult, ExecRef, ExecStep, ExecPlan)
+STRUCTS = (Error, StageOption, Stage, ChainStruct, Op, ScheduleStruct, SolveOptions, SimOptions,
+           SimEvent, SimMemPoint, SimResult, ExecRef, ExecStep, ExecPlan)
 
 
 def check_struct_sizes(lib: ctypes.CDLL, structs: Iterable[type[Structure]] = STRUCTS) -> None:

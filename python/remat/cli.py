@@ -26,7 +26,7 @@ PLOT_USAGE = ("  plot curve|timeline|join ... -o FILE                           
 _PLOT_HELP = """\
 usage: remat plot curve CHAIN [-a ALGORITHM ...] [options] -o FILE
        remat plot timeline CHAIN SCHEDULE [--bandwidth B] -o FILE
-       remat plot join PROBLEM [--compare] -o FILE
+       remat plot join PROBLEM [--compare] [--slots S] -o FILE
 
 Draws what the other commands print (the picture's format follows FILE's
 extension: png, svg, pdf).
@@ -38,7 +38,9 @@ extension: png, svg, pdf).
              below it and, for offload schedules, the offload and prefetch
              lanes (--bandwidth: the host link, bytes per time unit or SIZE/s)
   join       makespan against memory slots for a remat-join-1 problem
-             (--compare: EQUIV-CHAIN too)
+             (--compare: EQUIV-CHAIN too); time against memory in bytes for
+             a remat-join-2 network (--compare: optimal on the network
+             flattened to one chain)
 
 Run `remat plot COMMAND --help` for a command's options.
 Exit status: 0 done, 1 no schedule fits, 2 bad input or usage.
@@ -95,9 +97,14 @@ def _parsers() -> argparse.ArgumentParser:
     t.add_argument("-b", "--bandwidth", metavar="B", default="0",
                    help="host link, bytes per time unit or SIZE/s such as 12GB/s")
     j = sub.add_parser("join", prog="remat plot join",
-                       description="Makespan against memory slots for a join problem.")
+                       description="Makespan against memory slots for a remat-join-1 problem; "
+                                   "time against memory in bytes for a remat-join-2 one.")
     j.add_argument("problem", metavar="PROBLEM")
-    j.add_argument("--compare", action="store_true", help="EQUIV-CHAIN's makespan too")
+    j.add_argument("--compare", action="store_true",
+                   help="remat-join-1: EQUIV-CHAIN's makespan too; remat-join-2: optimal on "
+                        "the network flattened to one chain")
+    j.add_argument("--slots", type=int, metavar="S",
+                   help="remat-join-2: memory slots of the solvers (default 500)")
     for p in (c, t, j):
         p.add_argument("-o", "--output", required=True, metavar="FILE",
                        help="the picture (png, svg, pdf, by the extension)")
@@ -114,7 +121,7 @@ def _draw(ns: argparse.Namespace) -> Figure:
                           bandwidth=ns.bandwidth, title=ns.title)
     if ns.what == "timeline":
         return plot.timeline(ns.chain, ns.schedule, ns.bandwidth, title=ns.title)
-    return plot.join(ns.problem, ns.compare, title=ns.title)
+    return plot.join(ns.problem, ns.compare, title=ns.title, slots=ns.slots)
 
 
 def _plot(args: Sequence[str]) -> int:
@@ -145,7 +152,7 @@ def _plot(args: Sequence[str]) -> int:
     except (OSError, ValueError) as e:
         _fail("%s: cannot write the picture: %s" % (ns.output, e))
     try:
-        from . import _write_bytes
+        from ._convert import _write_bytes
         _write_bytes(ns.output, buf.getvalue())
     except _lib.RematError as e:
         _fail(str(e))

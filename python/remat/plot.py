@@ -3,6 +3,7 @@
     fig = remat.plot.curve("chain.json", ["optimal", "revolve"])   # time against memory
     fig = remat.plot.timeline(chain, schedule, bandwidth="12GB/s")  # memory over time, lanes
     fig = remat.plot.join("problem.json", compare=True)             # makespan against slots
+    fig = remat.plot.join("clip-like.json", compare=True)           # remat-join-2: bytes
     fig.savefig("curve.png")
 
 Every function returns a matplotlib Figure drawn on the Agg canvas: nothing
@@ -17,6 +18,7 @@ per algorithm), "min-memory" (the smallest feasible memory of each line),
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -29,8 +31,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from . import Chain, Schedule, curve as _curve, join_curve as _join_curve, parse_size, \
-    store_all_cost, timeline as _timeline
+from . import Chain, JoinProblem, Schedule, curve as _curve, join_curve as _join_curve, \
+    parse_size, store_all_cost, timeline as _timeline
+from ._convert import _read_text
+from ._join import join_problem
 from ._curves import LANES, SECONDS_PER_UNIT, PathLike
 
 __all__ = ["curve", "timeline", "join", "human_bytes", "memory_unit"]
@@ -257,11 +261,70 @@ def timeline(chain: Chain | PathLike, schedule: Schedule | PathLike,
     return fig
 
 
-def join(problem: PathLike | dict[str, Any], compare: bool = False, *,
-         title: str | None = None) -> Figure:
-    """Makespan against memory in slots for a join problem, from c_min to full
-    storage: the optimal schedule's (Theorem 3) and, with compare, EQUIV-CHAIN's;
-    Span* (everything stored) as the floor, c_min and full storage marked."""
+def _as_join2(problem: Any) -> JoinProblem | None:
+    """The problem as a JoinProblem when it is a "remat-join-2" one, else None."""
+    if isinstance(problem, JoinProblem):
+        return problem
+    if isinstance(problem, dict):
+        return join_problem(problem) if problem.get("format") == "remat-join-2" else None
+    text = _read_text(problem)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and doc.get("format") == "remat-join-2":
+        return JoinProblem.from_json(text, os.fsdecode(problem))
+    return None
+
+
+def _join2(net: JoinProblem, compare: bool, slots: int | None, title: str | None) -> Figure:
+    """Time against memory in bytes for a remat-join-2 network: the join
+    solver and, with compare, optimal on the network flattened to one chain."""
+    cv = net.curve(slots=slots)
+    peak, base = net.store_all_cost()
+    lines = [("join solver", cv)]
+    if compare:
+        lines.append(("flat chain (optimal)", _curve(net.flatten(), "optimal", slots=slots)))
+    top = max([peak] + [c.points[-1][0] for _, c in lines])
+    fig = _figure(8.5, 5.8)
+    ax = fig.add_subplot()
+    for label, c in lines:
+        xs = [m for m, _ in c.points] + [top]
+        ys = [t for _, t in c.points] + [c.points[-1][1]]
+        (line,) = ax.step(xs, ys, where="post", linewidth=1.8, gid="curve",
+                          label="%s (from %s)" % (label, human_bytes(xs[0])))
+        ax.plot(xs[:1], ys[:1], marker="o", markersize=7, color=line.get_color(),
+                linestyle="none", gid="min-memory", zorder=4)
+    ax.plot([peak], [base], marker="*", markersize=16, color="black", linestyle="none",
+            gid="store-all", zorder=5,
+            label="store-all: %s, %.4g %s" % (human_bytes(peak), base, net.time_unit))
+    lo = min(c.points[0][0] for _, c in lines)
+    ax.set_xlim(lo - 0.04 * (top - lo) - 1, top + 0.04 * (top - lo) + 1)
+    ax.set_xlabel("memory limit (%s)" % _memory_axis(ax.xaxis, top))
+    ax.set_ylabel("time per step (%s)" % net.time_unit)
+    ax.grid(True, alpha=0.3)
+    _legend_below(fig, ax)
+    shape = " + ".join(str(len(b["stages"])) for b in net.branches)
+    ax.set_title(title if title is not None else
+                 "%s: join of %d branches (%s stages), time against memory"
+                 % (net.name, net.k, shape))
+    return fig
+
+
+def join(problem: PathLike | dict[str, Any] | JoinProblem, compare: bool = False, *,
+         title: str | None = None, slots: int | None = None) -> Figure:
+    """A join problem's curve. For "remat-join-1" (the homogeneous model):
+    makespan against memory in slots, from c_min to full storage, the optimal
+    schedule's (Theorem 3) and, with compare, EQUIV-CHAIN's; Span* (everything
+    stored) as the floor, c_min and full storage marked. For "remat-join-2"
+    (a remat.JoinProblem, its path or document): time against memory in
+    bytes of the join solver (`slots` as optimal) and, with compare, of
+    optimal on the network flattened to one chain; store-all marked."""
+    net = _as_join2(problem)
+    if net is not None:
+        return _join2(net, compare, slots, title)
+    if isinstance(problem, JoinProblem):
+        raise TypeError("join: unreachable")
     jc = _join_curve(problem, compare)
     fig = _figure(8.5, 5.8)
     ax = fig.add_subplot()

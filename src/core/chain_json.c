@@ -6,21 +6,83 @@
 #include <string.h>
 
 #include "json_util.h"
-#include "sim_core.h"
 
 /* Fields of a stage, in the order their absence is reported. */
-enum { F_FWD, F_BWD, F_OUT, F_SAVED, F_GRAD, F_FWD_OV, F_BWD_OV, F_NAME, F_COUNT };
+enum { F_FWD, F_BWD, F_OUT, F_SAVED, F_GRAD, F_FWD_OV, F_BWD_OV, F_NAME, F_FALL_OV, F_OPTIONS,
+       F_COUNT };
 static const char *const stage_keys[F_COUNT] = {
     "fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
-    "fwd_overhead", "bwd_overhead", "name"};
+    "fwd_overhead", "bwd_overhead", "name", "fall_overhead", "options"};
 
-/* Reads stage i, the value v, into *st. When a key appears twice, the first
- * one counts. */
-static remat_status read_stage(const remat__jdoc *d, const cJSON *v, size_t i, remat_stage *st) {
-    char prefix[48];
-    snprintf(prefix, sizeof prefix, "stages[%zu].", i);
+/* Fields of an option, the required ones first. */
+enum { O_SAVED, O_BWD, O_FALL_OV, O_BWD_OV, O_NAME, O_COUNT };
+static const char *const option_keys[O_COUNT] = {"saved_bytes", "bwd_time", "fall_overhead",
+                                                 "bwd_overhead", "name"};
+
+/* Reads option k of the stage at `stage` (its path, "stages[3]."), the value
+ * v, into *o. */
+static remat_status read_option(const remat__jdoc *d, const cJSON *v, const char *stage, size_t k,
+                                remat_stage_option *o) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%soptions[%zu].", stage, k);
     REMAT__RETURN_IF(!cJSON_IsObject(v), d->err, REMAT_E_INPUT,
-                     "%s: stages[%zu]: expected an object, got %s", d->src, i,
+                     "%s: %soptions[%zu]: expected an object, got %s", d->src, stage, k,
+                     remat__json_type_name(v));
+    unsigned seen = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, v) {
+        const char *key = m->string;
+        remat_status s;
+        switch (remat__json_member(option_keys, O_COUNT, key, &seen)) {
+        case O_SAVED: s = remat__json_bytes(d, m, prefix, key, &o->saved_bytes); break;
+        case O_BWD: s = remat__json_time(d, m, prefix, key, &o->bwd_time); break;
+        case O_FALL_OV: s = remat__json_bytes(d, m, prefix, key, &o->fall_overhead); break;
+        case O_BWD_OV: s = remat__json_bytes(d, m, prefix, key, &o->bwd_overhead); break;
+        case O_NAME: s = remat__json_string(d, m, prefix, key, o->name, sizeof o->name); break;
+        default: s = REMAT_OK; break; /* not a field of an option, or a repeat */
+        }
+        REMAT__FORWARD(s);
+    }
+    for (int f = O_SAVED; f <= O_BWD; f++)
+        REMAT__RETURN_IF(!(seen & (1u << f)), d->err, REMAT_E_INPUT,
+                         "%s: %s%s: missing required field", d->src, prefix, option_keys[f]);
+    return REMAT_OK;
+}
+
+/* The options of the stage at `stage` (its path), the array v, into st
+ * (allocated at its size). An empty array is the same as none. */
+static remat_status read_options(const remat__jdoc *d, const cJSON *v, const char *stage,
+                                 remat_stage *st) {
+    REMAT__RETURN_IF(!cJSON_IsArray(v), d->err, REMAT_E_INPUT,
+                     "%s: %soptions: expected an array, got %s", d->src, stage,
+                     remat__json_type_name(v));
+    size_t n = remat__json_count(v);
+    REMAT__RETURN_IF(n > REMAT_MAX_OPTIONS, d->err, REMAT_E_INPUT,
+                     "%s: %soptions: %zu options, more than the limit of %u", d->src, stage, n,
+                     REMAT_MAX_OPTIONS);
+    if (n == 0) return REMAT_OK;
+    st->options = remat__calloc(n, sizeof *st->options);
+    REMAT__RETURN_IF(!st->options, d->err, REMAT_E_NOMEM,
+                     "%s: out of memory for the %soptions", d->src, stage);
+    st->n_options = n;
+    size_t k = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, v) {
+        REMAT__FORWARD(read_option(d, o, stage, k, &st->options[k]));
+        k++;
+    }
+    return REMAT_OK;
+}
+
+/* Reads stage i, the value v, into *st; `outer` is the path of the object
+ * holding "stages" ("" in a chain). When a key appears twice, the first one
+ * counts. */
+remat_status remat__json_stage(const remat__jdoc *d, const cJSON *v, const char *outer, size_t i,
+                               remat_stage *st) {
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%sstages[%zu].", outer, i);
+    REMAT__RETURN_IF(!cJSON_IsObject(v), d->err, REMAT_E_INPUT,
+                     "%s: %sstages[%zu]: expected an object, got %s", d->src, outer, i,
                      remat__json_type_name(v));
     unsigned seen = 0;
     const cJSON *m;
@@ -36,6 +98,11 @@ static remat_status read_stage(const remat__jdoc *d, const cJSON *v, size_t i, r
         case F_FWD_OV: s = remat__json_bytes(d, m, prefix, key, &st->fwd_overhead); break;
         case F_BWD_OV: s = remat__json_bytes(d, m, prefix, key, &st->bwd_overhead); break;
         case F_NAME: s = remat__json_string(d, m, prefix, key, st->name, sizeof st->name); break;
+        case F_FALL_OV:
+            s = remat__json_bytes(d, m, prefix, key, &st->fall_overhead);
+            st->has_fall_overhead = 1;
+            break;
+        case F_OPTIONS: s = read_options(d, m, prefix, st); break;
         default: s = REMAT_OK; break; /* not a field of a stage, or a repeat */
         }
         REMAT__FORWARD(s);
@@ -64,7 +131,7 @@ static remat_status stages_table(const remat__jdoc *d, const cJSON *v, remat_sta
     size_t i = 0;
     const cJSON *s;
     cJSON_ArrayForEach(s, v) {
-        REMAT__FORWARD(read_stage(d, s, i, &(*out)[i]));
+        REMAT__FORWARD(remat__json_stage(d, s, "", i, &(*out)[i]));
         i++;
     }
     return REMAT_OK;
@@ -103,7 +170,7 @@ static remat_status chain_from_doc(remat__jdoc *d, remat_chain **out) {
     if (s == REMAT_OK && !(seen & (1u << T_STAGES)))
         s = remat__fail(d->err, REMAT_E_INPUT, "%s: stages: missing required field", d->src);
     if (s != REMAT_OK) {
-        free(stages);
+        remat__stages_free(stages, count);
         return s;
     }
     if (!(seen & (1u << T_INPUT_GRAD))) input_grad_bytes = input_bytes;
@@ -141,7 +208,18 @@ static void put_string(remat__buf *b, const char *key, const char *v) {
     remat__buf_printf(b, "\"");
 }
 
-static void put_stage(remat__buf *b, const remat_stage *s) {
+static void put_option(remat__buf *b, const remat_stage_option *o) {
+    remat__buf_printf(b, "{");
+    put_string(b, "name", o->name);
+    remat__buf_printf(b, ", \"saved_bytes\": %llu, \"fall_overhead\": %llu, \"bwd_time\": ",
+                      (unsigned long long)o->saved_bytes, (unsigned long long)o->fall_overhead);
+    remat__json_number(b, o->bwd_time);
+    remat__buf_printf(b, ", \"bwd_overhead\": %llu}", (unsigned long long)o->bwd_overhead);
+}
+
+/* fall_overhead and options only when the stage has them, so that a chain
+ * without them is written as before. */
+void remat__json_put_stage(remat__buf *b, const remat_stage *s) {
     remat__buf_printf(b, "    {");
     put_string(b, "name", s->name);
     remat__buf_printf(b, ", \"fwd_time\": ");
@@ -150,10 +228,21 @@ static void put_stage(remat__buf *b, const remat_stage *s) {
     remat__json_number(b, s->bwd_time);
     remat__buf_printf(b,
                       ", \"out_bytes\": %llu, \"saved_bytes\": %llu, \"grad_bytes\": %llu, "
-                      "\"fwd_overhead\": %llu, \"bwd_overhead\": %llu}",
+                      "\"fwd_overhead\": %llu, \"bwd_overhead\": %llu",
                       (unsigned long long)s->out_bytes, (unsigned long long)s->saved_bytes,
                       (unsigned long long)s->grad_bytes, (unsigned long long)s->fwd_overhead,
                       (unsigned long long)s->bwd_overhead);
+    if (s->has_fall_overhead)
+        remat__buf_printf(b, ", \"fall_overhead\": %llu", (unsigned long long)s->fall_overhead);
+    if (s->n_options) {
+        remat__buf_printf(b, ", \"options\": [");
+        for (size_t k = 0; k < s->n_options; k++) {
+            if (k) remat__buf_printf(b, ", ");
+            put_option(b, &s->options[k]);
+        }
+        remat__buf_printf(b, "]");
+    }
+    remat__buf_printf(b, "}");
 }
 
 remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *err) {
@@ -170,7 +259,7 @@ remat_status remat_chain_to_json(const remat_chain *c, char **out, remat_error *
                       (unsigned long long)c->input_bytes, (unsigned long long)c->input_grad_bytes);
     remat__buf_printf(&b, "  \"stages\": [\n");
     for (size_t i = 0; i < c->n; i++) {
-        put_stage(&b, &c->stages[i]);
+        remat__json_put_stage(&b, &c->stages[i]);
         remat__buf_printf(&b, i + 1 < c->n ? ",\n" : "\n");
     }
     remat__buf_printf(&b, "  ]\n}\n");

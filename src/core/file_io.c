@@ -3,18 +3,27 @@
  *
  * Reading stops at REMAT_MAX_DOCUMENT_BYTES whatever the file is: stat() gives
  * 0 for devices and pipes, so the size is checked while reading too.
- * Writing goes to a temporary file in the target's directory, is flushed and
- * synced, then renamed over the target: on any error the target keeps its old
- * contents and the temporary file is removed. */
+ * Writing a regular file goes to a temporary file in the target's directory,
+ * is flushed and synced, then renamed over the target: on any error the target
+ * keeps its old contents and the temporary file is removed. Anything else is
+ * written through, never replaced: a descriptor path (/dev/stdout, /dev/fd/N,
+ * /proc/self/fd/N) is written on that descriptor, at its offset, as the shell
+ * opened it (`>>` appends); a device, a FIFO or another process's descriptor
+ * is opened and written in place. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/vfs.h>
+#define REMAT__PROC_SUPER_MAGIC 0x9fa0
+#endif
 
 #include "internal.h"
 
@@ -125,19 +134,93 @@ static remat_status write_all(int fd, const char *path, const char *data, size_t
     return REMAT_OK;
 }
 
-/* Devices and pipes (/dev/stdout, a FIFO) cannot be replaced: write in place. */
-static remat_status write_in_place(const char *path, const char *data, size_t len,
+/* fsync of a pipe or a terminal fails with EINVAL: nothing to sync there. */
+static remat_status sync_fd(int fd, const char *path, remat_error *err) {
+    if (fsync(fd) == 0 || errno == EINVAL || errno == EROFS) return REMAT_OK;
+    return remat__fail(err, REMAT_E_IO, "%s: cannot write: %s", path, strerror(errno));
+}
+
+/* Devices and pipes (a FIFO, /dev/null) cannot be replaced: write in place.
+ * A regular file reached through another process's descriptor is appended
+ * to, as the shell that opened it most likely did. */
+static remat_status write_in_place(const char *path, int append, const char *data, size_t len,
                                    remat_error *err) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open(path, O_WRONLY | O_CLOEXEC | (append ? O_APPEND : 0));
     REMAT__RETURN_IF(fd < 0, err, REMAT_E_IO, "%s: cannot open for writing: %s", path,
                      strerror(errno));
     remat_status st = write_all(fd, path, data, len, err);
-    /* fsync of a pipe or a terminal fails with EINVAL: nothing to sync there. */
-    if (st == REMAT_OK && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
-        st = remat__fail(err, REMAT_E_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (st == REMAT_OK) st = sync_fd(fd, path, err);
     if (close(fd) != 0 && st == REMAT_OK)
         st = remat__fail(err, REMAT_E_IO, "%s: cannot write: %s", path, strerror(errno));
     return st;
+}
+
+/* Descriptor fd of this process, named by path: written at its own offset
+ * and left open (it is the caller's). */
+static remat_status write_descriptor(int fd, const char *path, const char *data, size_t len,
+                                     remat_error *err) {
+    REMAT__RETURN_IF(fcntl(fd, F_GETFL) < 0, err, REMAT_E_IO,
+                     "%s: cannot write: descriptor %d is not open", path, fd);
+    REMAT__FORWARD(write_all(fd, path, data, len, err));
+    return sync_fd(fd, path, err);
+}
+
+/* The directory part of path ("." when none) into dir. */
+static void dir_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == path)
+        snprintf(dir, cap, "/");
+    else
+        snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
+enum { PATH_PLAIN, PATH_OWN_FD, PATH_OTHER_FD };
+
+/* Whether path, or a symbolic link it leads through, is a descriptor link of
+ * /proc (/dev/stdout leads to /proc/self/fd/1, /dev/fd/N to /proc/self/fd/N):
+ * PATH_OWN_FD with *fd set when the descriptor is this process's own,
+ * PATH_OTHER_FD for another process's, else PATH_PLAIN. Linux only: elsewhere
+ * /dev/stdout is a device, written in place anyway. */
+static int descriptor_path(const char *path, int *fd) {
+#if defined(__linux__)
+    char cur[PATH_MAX], next[PATH_MAX], dir[PATH_MAX];
+    if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur) return PATH_PLAIN;
+    for (int hops = 0; hops < 40; hops++) {
+        struct statfs fs;
+        dir_of(cur, dir, sizeof dir);
+        const char *base = strrchr(cur, '/');
+        base = base ? base + 1 : cur;
+        size_t digits = strspn(base, "0123456789"), dl = strlen(dir);
+        int in_fd_dir = dl >= 3 && strcmp(dir + dl - 3, "/fd") == 0;
+        if (digits && !base[digits] && digits < 10 && in_fd_dir && statfs(dir, &fs) == 0 &&
+            fs.f_type == REMAT__PROC_SUPER_MAGIC) {
+            struct stat a, b;
+            *fd = atoi(base);
+            int own = stat(dir, &a) == 0 && stat("/proc/self/fd", &b) == 0 &&
+                      a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+            return own ? PATH_OWN_FD : PATH_OTHER_FD;
+        }
+        struct stat lb;
+        if (lstat(cur, &lb) != 0 || !S_ISLNK(lb.st_mode)) return PATH_PLAIN;
+        ssize_t k = readlink(cur, next, sizeof next - 1);
+        if (k <= 0) return PATH_PLAIN;
+        next[k] = '\0';
+        if (next[0] == '/') {
+            memcpy(cur, next, (size_t)k + 1);
+        } else {
+            char joined[2 * PATH_MAX + 2];
+            snprintf(joined, sizeof joined, "%s/%s", dir, next);
+            if (strlen(joined) >= sizeof cur) return PATH_PLAIN;
+            memcpy(cur, joined, strlen(joined) + 1);
+        }
+    }
+#else
+    (void)path;
+    (void)fd;
+#endif
+    return PATH_PLAIN;
 }
 
 /* Creates a new temporary file next to target; mode 0666 less the umask, as
@@ -166,14 +249,7 @@ static int open_temp(const char *target, char *tmp, size_t cap) {
 /* Syncs the directory holding path, so the rename itself is durable. */
 static void sync_dir(const char *path) {
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, sizeof dir, ".");
-    } else if (slash == path) {
-        snprintf(dir, sizeof dir, "/");
-    } else {
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    }
+    dir_of(path, dir, sizeof dir);
     int fd = open(dir, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     (void)fsync(fd); /* best effort: the data itself is already synced */
@@ -212,14 +288,17 @@ remat_status remat_write_file(const char *path, const char *data, size_t len, re
                      "remat_write_file: NULL argument");
     REMAT__RETURN_IF(!path[0], err, REMAT_E_INPUT, "remat_write_file: empty path");
     if (!data) data = "";
+    int fd = -1, kind = descriptor_path(path, &fd);
+    if (kind == PATH_OWN_FD) return write_descriptor(fd, path, data, len, err);
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        REMAT__RETURN_IF(errno != ENOENT, err, REMAT_E_IO, "%s: cannot write: %s", path,
-                         strerror(errno));
+        REMAT__RETURN_IF(errno != ENOENT || kind != PATH_PLAIN, err, REMAT_E_IO,
+                         "%s: cannot write: %s", path, strerror(errno));
         return write_replace(path, path, NULL, data, len, err); /* a new file */
     }
     REMAT__RETURN_IF(S_ISDIR(sb.st_mode), err, REMAT_E_IO, "%s: is a directory", path);
-    if (!S_ISREG(sb.st_mode)) return write_in_place(path, data, len, err);
+    if (!S_ISREG(sb.st_mode) || kind == PATH_OTHER_FD)
+        return write_in_place(path, S_ISREG(sb.st_mode), data, len, err);
     /* Through a symbolic link, replace the file it names and keep the link. */
     char *real = realpath(path, NULL);
     REMAT__RETURN_IF(!real, err, REMAT_E_IO, "%s: cannot write: %s", path, strerror(errno));

@@ -3,6 +3,7 @@
 #ifndef REMAT_INTERNAL_H
 #define REMAT_INTERNAL_H
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,12 +68,53 @@ remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err);
 remat_status remat__read_file_max(const char *path, size_t max, char **out, size_t *len,
                                   remat_error *err);
 
+/* A chain's times, summed (fwd_time + bwd_time over its stages) and
+ * multiplied by its stage count, must stay at or below this: half the
+ * largest double (docs/formats.md). */
+#define REMAT__MAX_CHAIN_TIME (DBL_MAX / 2)
+
 /* Validates a chain like remat_chain_create (`src`, e.g. a file name, heads
  * the messages) and hands it `stages` (n entries, malloc'd) without a copy:
  * on success the chain owns them, on failure they are freed (chain.c). */
 remat_status remat__chain_adopt(const char *src, const char *name, uint64_t input_bytes,
                                 uint64_t input_grad_bytes, remat_stage *stages, size_t n,
                                 remat_chain **out, remat_error *err);
+
+/* Frees n stages and their option arrays (chain.c). */
+void remat__stages_free(remat_stage *stages, size_t n);
+
+/* The temporary bytes of Fall i: fall_overhead when the stage sets it, else
+ * fwd_overhead (SPEC section 1's default). */
+static inline uint64_t remat__fall_overhead(const remat_stage *s) {
+    return s->has_fall_overhead ? s->fall_overhead : s->fwd_overhead;
+}
+
+/* What saving stage s with option k costs (k = 0: the full save, the
+ * stage's own fields; 1 <= k <= n_options: options[k-1]). A k past
+ * n_options reads as 0: callers check k first (the simulator does). */
+typedef struct remat__save {
+    uint64_t saved_bytes;   /* size of the abar it makes */
+    uint64_t fall_overhead; /* temporary bytes of Fall i/k */
+    uint64_t bwd_overhead;  /* temporary bytes of the B consuming it */
+    double bwd_time;        /* time of that B */
+} remat__save;
+
+static inline remat__save remat__stage_save(const remat_stage *s, unsigned k) {
+    remat__save v;
+    if (k == 0 || k > s->n_options) {
+        v.saved_bytes = s->saved_bytes;
+        v.fall_overhead = remat__fall_overhead(s);
+        v.bwd_overhead = s->bwd_overhead;
+        v.bwd_time = s->bwd_time;
+    } else {
+        const remat_stage_option *o = &s->options[k - 1];
+        v.saved_bytes = o->saved_bytes;
+        v.fall_overhead = o->fall_overhead;
+        v.bwd_overhead = o->bwd_overhead;
+        v.bwd_time = o->bwd_time;
+    }
+    return v;
+}
 
 /* Checks a struct a caller hands in, so that no public function reads out of
  * bounds or past a missing NUL on a struct the caller built or changed:
@@ -84,7 +126,16 @@ remat_status remat__chain_validate(const remat_chain *c, const char *who, remat_
 remat_status remat__schedule_validate(const remat_schedule *s, const char *who, remat_error *err);
 remat_status remat__join_problem_validate(const void *p, const char *who, remat_error *err);
 
-/* Number of worker threads to use for a request of `want` (0 = online cores). */
+/* No solver runs more workers than this, whatever it is asked for
+ * (remat_solve_options.threads may ask for up to REMAT_MAX_THREADS). */
+#define REMAT__MAX_WORKERS 64u
+/* Number of worker threads to use for a request of `want` (0 = online
+ * cores), at most REMAT__MAX_WORKERS. */
 unsigned remat__threads(unsigned want);
+
+/* Offset of the first byte of text that does not start a valid UTF-8
+ * sequence (overlong forms, surrogates and code points past U+10FFFF are
+ * invalid), or SIZE_MAX when text is valid UTF-8. */
+size_t remat__utf8_invalid_at(const char *text);
 
 #endif

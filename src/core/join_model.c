@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "json_util.h"
-#include "sim_core.h"
 #include "remat/join.h"
 
 #define JOIN_FORMAT "remat-join-1"
@@ -533,6 +532,11 @@ remat_status remat_join_simulate(const remat_join_problem *p, const remat_join_o
     REMAT__RETURN_IF(!p || !out || (n && !ops), err, REMAT_E_INPUT,
                      "remat_join_simulate: NULL argument");
     REMAT__FORWARD(remat__join_problem_validate(p, "remat_join_simulate", err));
+    /* no schedule has more ops (the reader and the solver refuse them): an n
+     * past it is not an array of ops the caller holds */
+    REMAT__RETURN_IF(n > REMAT_JOIN_MAX_OPS, err, REMAT_E_INPUT,
+                     "remat_join_simulate: %zu ops, more than REMAT_JOIN_MAX_OPS (%zu)", n,
+                     REMAT_JOIN_MAX_OPS);
     remat_join_sim_result *res = calloc(1, sizeof *res);
     REMAT__RETURN_IF(!res, err, REMAT_E_NOMEM, "remat_join_simulate: out of memory");
     remat_status st = join_replay(p, ops, n, limit, res, err);

@@ -345,6 +345,11 @@ remat_status remat__json_string(const remat__jdoc *d, const cJSON *v, const char
     REMAT__RETURN_IF(n >= cap, d->err, REMAT_E_INPUT,
                      "%s: %s%s: %zu bytes long, more than the limit of %zu", d->src, prefix, key,
                      n, cap - 1);
+    /* JSON text is UTF-8 (RFC 8259); a string kept from it is written back */
+    size_t bad = remat__utf8_invalid_at(v->valuestring);
+    REMAT__RETURN_IF(bad != SIZE_MAX, d->err, REMAT_E_INPUT,
+                     "%s: %s%s: not valid UTF-8 (byte %zu is 0x%02X)", d->src, prefix, key, bad,
+                     (unsigned)(unsigned char)v->valuestring[bad]);
     memcpy(dst, v->valuestring, n + 1);
     return REMAT_OK;
 }
@@ -362,4 +367,16 @@ void remat__json_number(remat__buf *b, double v) {
         if (strtod(text, NULL) == v) break;
     }
     remat__buf_printf(b, "%s", text);
+}
+
+void remat__buf_json_string(remat__buf *b, const char *s) {
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            remat__buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            remat__buf_printf(b, "\\u%04x", ch);
+        else
+            remat__buf_printf(b, "%c", ch);
+    }
 }

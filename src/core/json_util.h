@@ -72,6 +72,15 @@ remat_status remat__json_finite(const remat__jdoc *d, const cJSON *v, const char
 remat_status remat__json_string(const remat__jdoc *d, const cJSON *v, const char *prefix,
                                 const char *key, char *dst, size_t cap);
 
+/* chain_json.c: reads the stage object v, stage i of the "stages" array
+ * of the object at path `outer` ("" for a chain, "branches[1]." in a join),
+ * into *st; grad_bytes defaults to out_bytes. */
+remat_status remat__json_stage(const remat__jdoc *d, const cJSON *v, const char *outer, size_t i,
+                               remat_stage *st);
+
+/* chain_json.c: writes stage s as the JSON object of a "stages" array. */
+void remat__json_put_stage(remat__buf *b, const remat_stage *s);
+
 /* Index of key in keys[n], or -1; a key already in *seen (one bit per index)
  * is -1 too, so that the first occurrence of a repeated key counts. */
 int remat__json_member(const char *const *keys, int n, const char *key, unsigned *seen);
@@ -79,5 +88,8 @@ int remat__json_member(const char *const *keys, int n, const char *key, unsigned
 /* Appends the shortest of %.15g, %.16g, %.17g that reads back as v; null when
  * v is not finite (JSON has no infinity). */
 void remat__json_number(remat__buf *b, double v);
+
+/* Escapes s as the inside of a JSON string into b. */
+void remat__buf_json_string(remat__buf *b, const char *s);
 
 #endif

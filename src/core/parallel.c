@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-#define PAR_MAX_THREADS 64
+#define PAR_MAX_THREADS REMAT__MAX_WORKERS
 
 typedef struct par_run {
     remat__par_fn fn;

@@ -6,6 +6,11 @@
 
 remat_status remat_schedule_create(const char *algorithm, remat_schedule **out, remat_error *err) {
     REMAT__RETURN_IF(!out, err, REMAT_E_INPUT, "remat_schedule_create: out is NULL");
+    *out = NULL;
+    /* copied into a fixed field: refused, never cut short */
+    REMAT__RETURN_IF(algorithm && strlen(algorithm) >= REMAT_ALGORITHM_MAX, err, REMAT_E_INPUT,
+                     "remat_schedule_create: algorithm: %zu bytes long, more than the limit of %d",
+                     strlen(algorithm), REMAT_ALGORITHM_MAX - 1);
     *out = calloc(1, sizeof **out);
     REMAT__RETURN_IF(!*out, err, REMAT_E_NOMEM, "schedule: out of memory");
     remat__strlcpy((*out)->algorithm, algorithm ? algorithm : "", REMAT_ALGORITHM_MAX);
@@ -27,6 +32,13 @@ remat_status remat__schedule_validate(const remat_schedule *s, const char *who,
 
 remat_status remat_schedule_push(remat_schedule *s, remat_op op, remat_error *err) {
     REMAT__RETURN_IF(!s, err, REMAT_E_INPUT, "remat_schedule_push: schedule is NULL");
+    /* only ops that have a text: the writer and the reader must agree */
+    REMAT__RETURN_IF(op.kind > REMAT_OP_WAIT, err, REMAT_E_INPUT,
+                     "remat_schedule_push: op kind %u is not a remat_op_kind (0..%d)",
+                     (unsigned)op.kind, (int)REMAT_OP_WAIT);
+    REMAT__RETURN_IF(op.value > REMAT_VALUE_ABAR, err, REMAT_E_INPUT,
+                     "remat_schedule_push: op value %u is not a remat_value_kind (0..%d)",
+                     (unsigned)op.value, (int)REMAT_VALUE_ABAR);
     /* Only schedules grown here (cap set by this function) can grow. */
     REMAT__RETURN_IF(s->n_ops > s->cap || (s->cap && !s->ops), err, REMAT_E_INPUT,
                      "remat_schedule_push: the schedule's n_ops/cap/ops are inconsistent");
@@ -55,6 +67,9 @@ void remat_op_format(remat_op op, char out[REMAT_OP_TEXT_MAX]) {
     if (!out) return;
     if (op.kind > REMAT_OP_WAIT) {
         snprintf(out, REMAT_OP_TEXT_MAX, "?");
+    } else if (op.kind <= REMAT_OP_B && op.option) {
+        snprintf(out, REMAT_OP_TEXT_MAX, "%s %u/%u", op_names[op.kind], (unsigned)op.index,
+                 (unsigned)op.option);
     } else if (op.kind <= REMAT_OP_B) {
         snprintf(out, REMAT_OP_TEXT_MAX, "%s %u", op_names[op.kind], (unsigned)op.index);
     } else {
@@ -87,10 +102,19 @@ remat_status remat_op_parse(const char *text, remat_op *out, remat_error *err) {
         if (strlen(op_names[k]) == klen && memcmp(op_names[k], text, klen) == 0) kind = k;
     REMAT__RETURN_IF(kind < 0, err, REMAT_E_INPUT, "op \"%.40s\": unknown op kind", text);
     const char *p = sp + 1, *end = NULL;
-    remat_op op = {(uint8_t)kind, 0, 0};
+    remat_op op = {(uint8_t)kind, 0, 0, 0};
     if (kind <= REMAT_OP_B) {
-        REMAT__RETURN_IF(!parse_index(p, &end, &op.index) || *end, err, REMAT_E_INPUT,
-                         "op \"%.40s\": expected a stage number", text);
+        REMAT__RETURN_IF(!parse_index(p, &end, &op.index) || (*end && *end != '/'), err,
+                         REMAT_E_INPUT, "op \"%.40s\": expected a stage number", text);
+        if (*end == '/') {
+            uint32_t k = 0;
+            REMAT__RETURN_IF(kind != REMAT_OP_FALL, err, REMAT_E_INPUT,
+                             "op \"%.40s\": only Fall takes an option (\"Fall i/k\")", text);
+            REMAT__RETURN_IF(!parse_index(end + 1, &end, &k) || *end || k > UINT8_MAX, err,
+                             REMAT_E_INPUT, "op \"%.40s\": expected an option number 0..%d "
+                             "after the '/'", text, UINT8_MAX);
+            op.option = (uint8_t)k;
+        }
     } else {
         if (strncmp(p, "abar[", 5) == 0) {
             op.value = REMAT_VALUE_ABAR;

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "json_util.h"
-#include "sim_core.h"
 
 #define OPS_PER_LINE 8
 

@@ -9,6 +9,7 @@ enum { REMAT__HELD_NONE = 0, REMAT__HELD_A = 1, REMAT__HELD_ABAR = 2 };
 
 typedef struct remat__sim_state {
     uint8_t *val;    /* [n+1] REMAT__HELD_* for a[i]/abar[i] */
+    uint8_t *opt;    /* [n+1] the option of the Fall that made abar[i] (SPEC section 2) */
     uint8_t *dheld;  /* [n+1] 1 when d[i] is held */
     uint64_t mem;    /* bytes held */
     uint32_t next_b; /* the B expected next (n..1); 0 when all are done */
@@ -18,6 +19,10 @@ typedef struct remat__sim_state {
 remat_status remat__sim_state_init(const remat_chain *c, remat__sim_state *st, remat_error *err);
 void remat__sim_state_free(remat__sim_state *st);
 
+/* Bytes of a[i] (kind REMAT__HELD_A) or abar[i] made with option k
+ * (REMAT__HELD_ABAR); 0 for REMAT__HELD_NONE. */
+uint64_t remat__value_bytes(const remat_chain *c, size_t i, uint8_t kind, uint8_t k);
+
 /* Applies one compute or Del op. Returns 1 and sets *during (memory in use
  * while it runs) and *time; or returns 0 with the reason in `reason`.
  * Off/Pre/Wait are not handled here (see the timed simulator). */
@@ -26,9 +31,6 @@ int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, ui
 
 /* Marks r invalid at op k (k == n_ops: the schedule ended early) with why. */
 void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why);
-
-/* Escapes s as the inside of a JSON string into b. */
-void remat__buf_json_string(remat__buf *b, const char *s);
 
 /* What the timed simulator decided for one op, for execution plans. */
 typedef struct remat__timed_op {

@@ -1,119 +1,11 @@
-/* The simulator: SPEC section 2, exactly. */
+/* The simulator: SPEC section 2, exactly. The op rules are in sim_core.c;
+ * the timed simulator for a host link in simulate_timed.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "json_util.h"
 #include "sim_core.h"
 
-remat_status remat__sim_state_init(const remat_chain *c, remat__sim_state *st, remat_error *err) {
-    st->val = remat__calloc(c->n + 1, 1);
-    st->dheld = remat__calloc(c->n + 1, 1);
-    if (!st->val || !st->dheld) {
-        remat__sim_state_free(st);
-        return remat__fail(err, REMAT_E_NOMEM, "simulate: out of memory");
-    }
-    st->val[0] = REMAT__HELD_A;
-    st->dheld[c->n] = 1;
-    st->mem = c->input_bytes;
-    st->next_b = (uint32_t)c->n;
-    return REMAT_OK;
-}
-
-void remat__sim_state_free(remat__sim_state *st) {
-    free(st->val);
-    free(st->dheld);
-    st->val = st->dheld = NULL;
-}
-
-#define FAIL(...)                                    \
-    do {                                             \
-        snprintf(reason, reason_cap, __VA_ARGS__);   \
-        return 0;                                    \
-    } while (0)
-
-static uint64_t held_bytes(const remat_chain *c, size_t i, uint8_t h) {
-    if (h == REMAT__HELD_A) return remat_chain_a_bytes(c, i);
-    if (h == REMAT__HELD_ABAR) return remat_chain_abar_bytes(c, i);
-    return 0;
-}
-
-/* The chain validator caps the sum of all sizes below 2^62, so these sums fit. */
-static int apply_forward(const remat_chain *c, remat__sim_state *st, remat_op op,
-                         uint64_t *during, double *time, char *reason, size_t reason_cap) {
-    uint32_t i = op.index;
-    const remat_stage *sg = &c->stages[i - 1];
-    if (i <= c->n && st->next_b < i) FAIL("forward of stage %u after B %u", i, i);
-    if (st->val[i - 1] == REMAT__HELD_NONE) FAIL("needs a[%u], which is not held", i - 1);
-    uint8_t have = st->val[i];
-    uint8_t want = op.kind == REMAT_OP_FALL ? REMAT__HELD_ABAR : REMAT__HELD_A;
-    uint64_t add = 0;
-    if (have < want) add = held_bytes(c, i, want);
-    *during = st->mem + add + sg->fwd_overhead;
-    *time = sg->fwd_time;
-    if (have < want) {
-        st->mem = st->mem - held_bytes(c, i, have) + add;
-        st->val[i] = want;
-    }
-    if (op.kind == REMAT_OP_FN && st->val[i - 1] == REMAT__HELD_A) {
-        st->mem -= remat_chain_a_bytes(c, i - 1);
-        st->val[i - 1] = REMAT__HELD_NONE;
-    }
-    return 1;
-}
-
-static int apply_backward(const remat_chain *c, remat__sim_state *st, remat_op op,
-                          uint64_t *during, double *time, char *reason, size_t reason_cap) {
-    uint32_t i = op.index;
-    const remat_stage *sg = &c->stages[i - 1];
-    if (st->next_b == 0) FAIL("every B has already run");
-    if (i != st->next_b) FAIL("B %u out of order: B %u must run first", i, st->next_b);
-    if (!st->dheld[i]) FAIL("needs d[%u], which is not held", i);
-    if (st->val[i] != REMAT__HELD_ABAR) FAIL("needs abar[%u], which is not held", i);
-    if (st->val[i - 1] == REMAT__HELD_NONE) FAIL("needs a[%u], which is not held", i - 1);
-    uint64_t dout = remat_chain_d_bytes(c, i - 1);
-    *during = st->mem + dout + sg->bwd_overhead;
-    *time = sg->bwd_time;
-    st->mem += dout;
-    st->dheld[i - 1] = 1;
-    st->mem -= remat_chain_d_bytes(c, i);
-    st->dheld[i] = 0;
-    st->mem -= remat_chain_abar_bytes(c, i);
-    st->val[i] = REMAT__HELD_NONE;
-    if (st->val[i - 1] == REMAT__HELD_A) {
-        st->mem -= remat_chain_a_bytes(c, i - 1);
-        st->val[i - 1] = REMAT__HELD_NONE;
-    }
-    st->next_b = i - 1;
-    return 1;
-}
-
-int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, uint64_t *during,
-                     double *time, char *reason, size_t reason_cap) {
-    *during = st->mem;
-    *time = 0;
-    switch (op.kind) {
-    case REMAT_OP_FN:
-    case REMAT_OP_FCK:
-    case REMAT_OP_FALL:
-    case REMAT_OP_B:
-        if (op.index < 1 || op.index > c->n) FAIL("stage %u is not in 1..%zu", op.index, c->n);
-        if (op.kind == REMAT_OP_B) return apply_backward(c, st, op, during, time, reason, reason_cap);
-        return apply_forward(c, st, op, during, time, reason, reason_cap);
-    case REMAT_OP_DEL: {
-        uint8_t want = op.value == REMAT_VALUE_ABAR ? REMAT__HELD_ABAR : REMAT__HELD_A;
-        const char *nm = want == REMAT__HELD_ABAR ? "abar" : "a";
-        if (op.index > c->n || (want == REMAT__HELD_ABAR && op.index == 0))
-            FAIL("%s[%u] is not a value of this chain", nm, op.index);
-        if (st->val[op.index] != want) FAIL("%s[%u] is not held", nm, op.index);
-        st->mem -= held_bytes(c, op.index, want);
-        st->val[op.index] = REMAT__HELD_NONE;
-        return 1;
-    }
-    default:
-        FAIL("offload ops need a host link: simulate with a bandwidth");
-    }
-}
-#undef FAIL
 
 void remat_sim_options_init(remat_sim_options *o) {
     if (o) memset(o, 0, sizeof *o);
@@ -126,16 +18,6 @@ void remat_sim_result_free(remat_sim_result *r) {
     free(r->events);
     free(r->mem_points);
     free(r);
-}
-
-void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why) {
-    r->valid = 0;
-    r->failed_op = k;
-    if (k < s->n_ops)
-        remat_op_format(s->ops[k], r->failed_op_text);
-    else
-        remat__strlcpy(r->failed_op_text, "(end)", sizeof r->failed_op_text);
-    remat__strlcpy(r->reason, why, sizeof r->reason);
 }
 
 static int has_offload_ops(const remat_schedule *s) {
@@ -202,18 +84,6 @@ remat_status remat_simulate(const remat_chain *c, const remat_schedule *s,
     }
     *out = r;
     return REMAT_OK;
-}
-
-void remat__buf_json_string(remat__buf *b, const char *s) {
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            remat__buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            remat__buf_printf(b, "\\u%04x", ch);
-        else
-            remat__buf_printf(b, "%c", ch);
-    }
 }
 
 remat_status remat_sim_result_to_json(const remat_sim_result *r, char **out, remat_error *err) {

@@ -27,6 +27,7 @@ enum { CP_NONE = 0, CP_OFFLOADING, CP_HOST, CP_PREFETCHING };
 typedef struct copy_state {
     uint8_t state;     /* CP_* */
     uint8_t kind;      /* REMAT__HELD_A / _ABAR of the copy */
+    uint8_t option;    /* for abar: the option that made the copied value */
     uint8_t copied;    /* 1 once any copy was issued (for Wait) */
     size_t off_op;     /* op index of the Off */
     double off_end;    /* end of the offload copy */
@@ -68,8 +69,9 @@ typedef struct timed {
     char why[256];
 } timed;
 
-static uint64_t value_bytes(const remat_chain *c, size_t i, uint8_t kind) {
-    return kind == REMAT__HELD_ABAR ? remat_chain_abar_bytes(c, i) : remat_chain_a_bytes(c, i);
+/* Bytes of the value copy x of index i. */
+static uint64_t copy_bytes(const remat_chain *c, size_t i, const copy_state *x) {
+    return remat__value_bytes(c, i, x->kind, x->option);
 }
 
 static const char *kind_name(uint8_t kind) { return kind == REMAT__HELD_ABAR ? "abar" : "a"; }
@@ -113,7 +115,7 @@ static int release(timed *T, size_t i) {
     if (T->trace) T->trace[x->off_op].at = T->cur;
     T->st.val[i] = REMAT__HELD_NONE; /* st.mem keeps the bytes: see the header */
     drop_pending(T, i);
-    return push_delta(T, when, seq, -(int64_t)value_bytes(T->c, i, x->kind));
+    return push_delta(T, when, seq, -(int64_t)copy_bytes(T->c, i, x));
 }
 
 #define FAIL(...)                                        \
@@ -230,9 +232,10 @@ static int off_op(timed *T, size_t k, remat_op op) {
         FAIL("%s[%zu] is already being copied", kind_name(kind), i);
     if (T->st.val[i] != kind) FAIL("%s[%zu] is not held on the device", kind_name(kind), i);
     double start = T->t_c > T->d2h_free ? T->t_c : T->d2h_free;
-    double dur = (double)value_bytes(T->c, i, kind) / T->bw;
     x->state = CP_OFFLOADING;
     x->kind = kind;
+    x->option = kind == REMAT__HELD_ABAR ? T->st.opt[i] : 0;
+    double dur = (double)copy_bytes(T->c, i, x) / T->bw;
     x->copied = 1;
     x->off_op = k;
     x->off_end = start + dur;
@@ -260,17 +263,18 @@ static int pre_op(timed *T, size_t k, remat_op op) {
         FAIL("%s[%zu] is already on the device", kind_name(kind), i);
     double start = T->t_c > T->h2d_free ? T->t_c : T->h2d_free;
     if (x->release > start) start = x->release;
-    double dur = (double)value_bytes(T->c, i, kind) / T->bw;
+    double dur = (double)copy_bytes(T->c, i, x) / T->bw;
     x->state = CP_PREFETCHING;
     x->pre_end = start + dur;
     x->last_end = x->pre_end;
     T->st.val[i] = kind; /* usable once the copy ends: compute_op() waits */
+    T->st.opt[i] = x->option;
     T->tm[k].at = T->t_c;
     T->h2d_free = x->pre_end;
     T->busy_h2d += dur;
     T->tm[k].start = start;
     T->tm[k].end = x->pre_end;
-    if (!push_delta(T, start, k, (int64_t)value_bytes(T->c, i, kind))) FAIL("out of memory");
+    if (!push_delta(T, start, k, (int64_t)copy_bytes(T->c, i, x))) FAIL("out of memory");
     return 1;
 }
 
@@ -295,6 +299,10 @@ static int wait_op(timed *T, size_t k, remat_op op) {
 
 static int run_op(timed *T, size_t k) {
     remat_op op = T->s->ops[k];
+    if (op.option && op.kind != REMAT_OP_FALL) {
+        snprintf(T->why, sizeof T->why, "only Fall takes an option");
+        return 0;
+    }
     switch (op.kind) {
     case REMAT_OP_FN:
     case REMAT_OP_FCK:

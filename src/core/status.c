@@ -35,12 +35,15 @@ const char *remat_strerror(remat_status s) {
 
 /* Every public struct, for remat_sizeof(). */
 #define REMAT__PUBLIC_STRUCTS(X)                                                                   \
-    X(remat_error) X(remat_stage) X(remat_chain) X(remat_op) X(remat_schedule)                    \
+    X(remat_error) X(remat_stage_option) X(remat_stage) X(remat_chain) X(remat_op)                \
+    X(remat_schedule)                                                                              \
     X(remat_solve_options) X(remat_curve_point) X(remat_curve) X(remat_sim_options)               \
     X(remat_sim_event) X(remat_sim_mem_point) X(remat_sim_result) X(remat_exec_ref)               \
     X(remat_exec_step) X(remat_exec_plan) X(remat_join_problem) X(remat_join_op)                  \
     X(remat_join_schedule) X(remat_join_sim_result) X(remat_join_options)                         \
-    X(remat_join_curve_point) X(remat_join_curve)
+    X(remat_join_curve_point) X(remat_join_curve) X(remat_hjoin_branch) X(remat_hjoin)          \
+    X(remat_hjoin_op) X(remat_hjoin_schedule) X(remat_hjoin_sim_result) X(remat_hjoin_exec_ref)   \
+    X(remat_hjoin_exec_step) X(remat_hjoin_exec_plan)
 
 size_t remat_sizeof(const char *type_name) {
     if (!type_name) return 0;
@@ -133,7 +136,25 @@ remat_status remat__buf_finish(remat__buf *b, char **out, remat_error *err) {
 }
 
 unsigned remat__threads(unsigned want) {
-    if (want) return want;
+    if (want) return want > REMAT__MAX_WORKERS ? REMAT__MAX_WORKERS : want;
     long k = sysconf(_SC_NPROCESSORS_ONLN);
-    return k < 1 ? 1u : (k > 64 ? 64u : (unsigned)k);
+    return k < 1 ? 1u : (k > REMAT__MAX_WORKERS ? REMAT__MAX_WORKERS : (unsigned)k);
+}
+
+size_t remat__utf8_invalid_at(const char *text) {
+    const unsigned char *p = (const unsigned char *)text;
+    size_t i = 0;
+    while (p[i]) {
+        unsigned c = p[i];
+        int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+              : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        /* the second byte's range rules out overlong forms, surrogates and > U+10FFFF */
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        if (n == 0 || (n > 1 && (p[i + 1] < lo || p[i + 1] > hi))) return i;
+        for (int k = 2; k < n; k++)
+            if (p[i + (size_t)k] < 0x80 || p[i + (size_t)k] > 0xBF) return i;
+        i += (size_t)n;
+    }
+    return SIZE_MAX;
 }

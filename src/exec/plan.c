@@ -64,10 +64,13 @@ static int apply_step(const remat_chain *c, remat__sim_state *cur, remat__sim_st
                       remat_op op, remat_exec_step *step, uint64_t *during, double *t,
                       char *why, size_t why_cap) {
     memcpy(prev->val, cur->val, c->n + 1);
+    memcpy(prev->opt, cur->opt, c->n + 1);
     memcpy(prev->dheld, cur->dheld, c->n + 1);
     prev->mem = cur->mem;
     if (!remat__sim_apply(c, cur, op, during, t, why, why_cap)) return 0;
     step->op = op;
+    if (op.kind == REMAT_OP_FALL) step->option = op.option;
+    if (op.kind == REMAT_OP_B) step->option = prev->opt[op.index];
     list_reads(prev, op, step);
     list_changes(prev, cur, op, step);
     return 1;
@@ -125,6 +128,7 @@ static remat_status build_steps(const remat_chain *c, const remat_schedule *s,
 /* The work arrays of a timed plan. */
 typedef struct timed_work {
     remat__timed_op *trace; /* [n_ops] */
+    uint8_t *host_opt;      /* [n+1] the option of the abar[i] last offloaded */
     size_t *head;           /* [n_ops + 1]: first Off released before step k */
     size_t *link;           /* [n_ops]: the next Off released before the same step */
     remat_sim_result r;     /* its mem_during / mem_after arrays */
@@ -132,6 +136,7 @@ typedef struct timed_work {
 
 static void timed_work_free(timed_work *w) {
     free(w->trace);
+    free(w->host_opt);
     free(w->head);
     free(w->link);
     free(w->r.mem_during);
@@ -145,12 +150,14 @@ static remat_status simulate_for_plan(const remat_chain *c, const remat_schedule
                                       timed_work *w, remat_error *err) {
     size_t n = s->n_ops, cap = n ? n : 1;
     w->trace = remat__calloc(cap, sizeof *w->trace);
+    w->host_opt = remat__calloc(c->n + 1, 1);
     w->head = remat__calloc(n + 1, sizeof *w->head);
     w->link = remat__calloc(cap, sizeof *w->link);
     w->r.n_ops = n;
     w->r.mem_during = remat__calloc(cap, sizeof *w->r.mem_during);
     w->r.mem_after = remat__calloc(cap, sizeof *w->r.mem_after);
-    REMAT__RETURN_IF(!w->trace || !w->head || !w->link || !w->r.mem_during || !w->r.mem_after,
+    REMAT__RETURN_IF(!w->trace || !w->host_opt || !w->head || !w->link || !w->r.mem_during ||
+                         !w->r.mem_after,
                      err, REMAT_E_NOMEM, "plan: out of memory for %zu steps", n);
     remat_sim_options o;
     remat_sim_options_init(&o);
@@ -173,7 +180,7 @@ static remat_status simulate_for_plan(const remat_chain *c, const remat_schedule
 }
 
 /* Step k of a timed plan: the releases the simulator made before it, then the op. */
-static remat_status timed_step(const remat_chain *c, const remat_schedule *s, const timed_work *w,
+static remat_status timed_step(const remat_chain *c, const remat_schedule *s, timed_work *w,
                                size_t k, remat__sim_state *cur, remat__sim_state *prev,
                                remat_exec_step *step, remat_error *err) {
     for (size_t j = w->head[k]; j != NO_STEP; j = w->link[j])
@@ -182,9 +189,11 @@ static remat_status timed_step(const remat_chain *c, const remat_schedule *s, co
     step->op = op;
     if (op.kind == REMAT_OP_OFF) {
         add_ref(step->reads, &step->n_reads, op_value_kind(op), op.index);
+        w->host_opt[op.index] = cur->opt[op.index]; /* a recomputation may change cur's */
     } else if (op.kind == REMAT_OP_PRE) {
         add_ref(step->creates, &step->n_creates, op_value_kind(op), op.index);
         cur->val[op.index] = op.value == REMAT_VALUE_ABAR ? REMAT__HELD_ABAR : REMAT__HELD_A;
+        cur->opt[op.index] = w->host_opt[op.index];
     } else if (op.kind != REMAT_OP_WAIT) {
         uint64_t during;
         double t;

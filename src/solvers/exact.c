@@ -3,7 +3,8 @@
  * A schedule is a path in a graph whose nodes are memory states. Between ops
  * the state is fully described by
  *   - next_b = b, the B expected next (n..0), and
- *   - for each index j in 0..b, whether a[j], abar[j] or neither is held.
+ *   - for each index j in 0..b, whether a[j], abar[j] made with option k
+ *     (0..n_options of stage j, SPEC section 2) or neither is held.
  * Nothing with index > b is ever held: B j frees abar[j] and no forward of
  * stage j may run after B j. The only gradient held is d[b] (B i frees d[i] and
  * adds d[i-1]; nothing else touches gradients). So memory, validity and the
@@ -13,9 +14,10 @@
  * simulator's own rules, so the search cannot drift from SPEC.
  *
  * The search is A* keyed by (time + heuristic, peak); the heuristic is
- *   h = sum_{i<=b} bwd_time[i] + sum_{i<=b, abar[i] not held} fwd_time[i]:
+ *   h = sum_{i<=b, abar[i] held with option k} bwd_time_k[i]
+ *     + sum_{i<=b, abar[i] not held} (fwd_time[i] + min_k bwd_time_k[i]):
  * every remaining B must run, and B i needs abar[i], which only Fall i creates.
- * h is consistent (Fall i lowers h by exactly its cost, B b by exactly its
+ * h is consistent (Fall i/k lowers h by at most its cost, B b by exactly its
  * cost, Del only raises h, Fn/Fck never drop an abar), so each state is
  * settled once. Ties on time go to the lower peak; (sum, max) pairs compare
  * monotonically along paths, so this stays exact.
@@ -24,7 +26,8 @@
  *  P1 (Del allowed) no forward recomputes a value already held at the level it
  *     produces: such an op leaves the state unchanged or only frees plain
  *     a[i-1] (Fn); Del a[i-1] reaches the same state in time 0 with in-use
- *     memory = memory held, which is <= the forward's.
+ *     memory = memory held, which is <= the forward's. (A Fall over a held
+ *     abar keeps that abar's option, so this holds for every option.)
  *  P2 (Del allowed) no Fn/Fck of stage b: plain a[b] is useless (B b needs
  *     abar[b], forward b+1 may not run before B b+1, which already ran), so
  *     the op only costs time and memory; its side effect (freeing plain
@@ -37,8 +40,11 @@
  *
  * When nothing fits, the same graph is searched for the smallest peak instead
  * (a bottleneck path, keyed by (peak, time)), which is the exact min memory.
- * The state count is (3^(n+2) - 3) / 2 (about 2.4 million for n = 12); the
- * search refuses n > REMAT_EXACT_MAX_STAGES and tables above max_work_bytes. */
+ * Index j has r_j = 3 + n_options(j) states (none, a, abar with each option;
+ * r_0 = 3 too), and the state count is sum_b prod_{j<=b} r_j: (3^(n+2) - 3) / 2
+ * without options (about 2.4 million for n = 12). The search refuses
+ * n > EXACT_MAX_STAGES, more than EXACT_MAX_STATES states and tables above
+ * max_work_bytes. */
 #include <math.h>
 #include <string.h>
 
@@ -46,6 +52,7 @@
 #include "solvers_internal.h"
 
 #define EXACT_MAX_STAGES 12
+#define EXACT_MAX_STATES ((uint64_t)1 << 31)
 #define POS_NONE UINT32_MAX
 #define POS_DONE (UINT32_MAX - 1)
 
@@ -55,7 +62,7 @@ typedef struct exact_node {
     uint64_t peak;   /* largest in-use memory on that path */
     uint32_t parent; /* previous state on that path */
     uint32_t pos;    /* heap position, POS_NONE (never seen) or POS_DONE (settled) */
-    uint16_t op;     /* packed op leading here */
+    uint16_t op;     /* packed op leading here (pack_op) */
 } exact_node;
 
 typedef struct exact_search {
@@ -65,48 +72,57 @@ typedef struct exact_search {
     int by_peak;    /* 1: minimise the peak (min memory); 0: the time within limit */
     uint64_t limit; /* in-use memory bound per op (time mode) */
     uint32_t off[EXACT_MAX_STAGES + 2];  /* first id of the states with next_b = b */
-    uint32_t pow3[EXACT_MAX_STAGES + 2];
+    uint32_t weight[EXACT_MAX_STAGES + 2]; /* weight[j] = prod_{i<j} radix[i] */
+    uint8_t radix[EXACT_MAX_STAGES + 1];   /* r_j: states of index j */
+    double fwd[EXACT_MAX_STAGES + 1];      /* fwd_time[i] + the least bwd_time of its options */
     exact_node *nodes;
     uint32_t *heap;
     size_t heap_len;
-    uint8_t base[EXACT_MAX_STAGES + 1]; /* the state being expanded */
+    uint8_t base[EXACT_MAX_STAGES + 1]; /* the state being expanded, as codes (code_of) */
     uint32_t base_b;
     remat__sim_state sim;
 } exact_search;
 
+/* kind: 3 bits, value: 1, index: 4 (<= 12), option: 4 (<= 8). */
 static uint16_t pack_op(remat_op op) {
-    return (uint16_t)(op.kind | (op.value << 3) | (op.index << 4));
+    return (uint16_t)(op.kind | (op.value << 3) | (op.index << 4) | (op.option << 8));
 }
 
 static remat_op unpack_op(uint16_t p) {
-    remat_op op = {(uint8_t)(p & 7u), (uint8_t)((p >> 3) & 1u), (uint32_t)(p >> 4)};
+    remat_op op = {(uint8_t)(p & 7u), (uint8_t)((p >> 3) & 1u), (uint32_t)((p >> 4) & 15u),
+                   (uint8_t)(p >> 8)};
     return op;
 }
 
-static uint32_t encode(const exact_search *x, const uint8_t *val, uint32_t b) {
+/* The code of what index j holds: REMAT__HELD_NONE, _A, or _ABAR + option. */
+static uint8_t code_of(const remat__sim_state *s, uint32_t j) {
+    return s->val[j] == REMAT__HELD_ABAR ? (uint8_t)(REMAT__HELD_ABAR + s->opt[j]) : s->val[j];
+}
+
+static uint32_t encode(const exact_search *x, const uint8_t *code, uint32_t b) {
     uint32_t id = x->off[b];
-    for (uint32_t j = 0; j <= b; j++) id += val[j] * x->pow3[j];
+    for (uint32_t j = 0; j <= b; j++) id += code[j] * x->weight[j];
     return id;
 }
 
-static void decode(const exact_search *x, uint32_t id, uint8_t *val, uint32_t *b) {
+static void decode(const exact_search *x, uint32_t id, uint8_t *code, uint32_t *b) {
     uint32_t bb = 0;
     while (id >= x->off[bb + 1]) bb++;
     id -= x->off[bb];
     for (uint32_t j = 0; j <= x->n; j++) {
-        val[j] = j <= bb ? (uint8_t)(id % 3) : REMAT__HELD_NONE;
-        if (j <= bb) id /= 3;
+        code[j] = j <= bb ? (uint8_t)(id % x->radix[j]) : REMAT__HELD_NONE;
+        if (j <= bb) id /= x->radix[j];
     }
     *b = bb;
 }
 
-static double heuristic(const exact_search *x, const uint8_t *val, uint32_t b) {
+static double heuristic(const exact_search *x, const remat__sim_state *s, uint32_t b) {
     if (x->by_peak) return 0;
     double h = 0;
-    for (uint32_t i = 1; i <= b; i++) {
-        h += x->c->stages[i - 1].bwd_time;
-        if (val[i] != REMAT__HELD_ABAR) h += x->c->stages[i - 1].fwd_time;
-    }
+    for (uint32_t i = 1; i <= b; i++)
+        h += s->val[i] == REMAT__HELD_ABAR
+                 ? remat__stage_save(&x->c->stages[i - 1], s->opt[i]).bwd_time
+                 : x->fwd[i];
     return h;
 }
 
@@ -170,7 +186,7 @@ static void relax(exact_search *x, uint32_t from, uint32_t to, remat_op op, doub
                                 : (g < v->g || (g == v->g && peak < v->peak));
         if (!better) return;
     }
-    v->f = g + heuristic(x, x->sim.val, x->sim.next_b);
+    v->f = g + heuristic(x, &x->sim, x->sim.next_b);
     v->g = g;
     v->peak = peak;
     v->parent = from;
@@ -187,14 +203,15 @@ static void relax(exact_search *x, uint32_t from, uint32_t to, remat_op op, doub
 static int try_op(exact_search *x, uint32_t from, remat_op op) {
     remat__sim_state *s = &x->sim;
     uint32_t b = x->base_b;
-    memcpy(s->val, x->base, x->n + 1u);
     memset(s->dheld, 0, x->n + 1u);
     s->dheld[b] = 1;
     s->next_b = b;
     s->mem = remat_chain_d_bytes(x->c, b);
-    for (uint32_t j = 0; j <= b; j++) {
-        if (x->base[j] == REMAT__HELD_A) s->mem += remat_chain_a_bytes(x->c, j);
-        if (x->base[j] == REMAT__HELD_ABAR) s->mem += remat_chain_abar_bytes(x->c, j);
+    for (uint32_t j = 0; j <= x->n; j++) {
+        uint8_t v = x->base[j];
+        s->val[j] = v >= REMAT__HELD_ABAR ? REMAT__HELD_ABAR : v;
+        s->opt[j] = v >= REMAT__HELD_ABAR ? (uint8_t)(v - REMAT__HELD_ABAR) : 0;
+        s->mem += remat__value_bytes(x->c, j, s->val[j], s->opt[j]);
     }
     uint64_t during;
     double t;
@@ -203,7 +220,9 @@ static int try_op(exact_search *x, uint32_t from, remat_op op) {
     if (!x->by_peak && during > x->limit) return 1;
     for (uint32_t j = s->next_b + 1; j <= x->n; j++)
         if (s->val[j] != REMAT__HELD_NONE) return 0;
-    uint32_t to = encode(x, s->val, s->next_b);
+    uint8_t code[EXACT_MAX_STAGES + 1];
+    for (uint32_t j = 0; j <= s->next_b; j++) code[j] = code_of(s, j);
+    uint32_t to = encode(x, code, s->next_b);
     if (to == from) return 1; /* P5 */
     const exact_node *u = &x->nodes[from];
     relax(x, from, to, op, u->g + t, during > u->peak ? during : u->peak);
@@ -217,8 +236,13 @@ static int expand(exact_search *x, uint32_t id) {
     for (uint32_t i = 1; i <= b && ok; i++) {
         uint8_t have = x->base[i], in = x->base[i - 1];
         if (in == REMAT__HELD_NONE) continue;
-        remat_op op = {REMAT_OP_FALL, 0, i};
-        if (have != REMAT__HELD_ABAR) ok &= try_op(x, id, op);
+        remat_op op = {REMAT_OP_FALL, 0, i, 0};
+        size_t options = have >= REMAT__HELD_ABAR ? 0 : x->c->stages[i - 1].n_options + 1;
+        for (size_t k = 0; k < options && ok; k++) {
+            op.option = (uint8_t)k;
+            ok &= try_op(x, id, op);
+        }
+        op.option = 0;
         int plain_useful = x->no_del || (have == REMAT__HELD_NONE && i < b); /* P1, P2 */
         if (!plain_useful) continue;
         op.kind = REMAT_OP_FCK;
@@ -226,12 +250,12 @@ static int expand(exact_search *x, uint32_t id) {
         op.kind = REMAT_OP_FN;
         if (in == REMAT__HELD_A && i > 1) ok &= try_op(x, id, op); /* P3, P4 */
     }
-    remat_op bop = {REMAT_OP_B, 0, b};
+    remat_op bop = {REMAT_OP_B, 0, b, 0};
     if (b >= 1 && ok) ok &= try_op(x, id, bop);
     for (uint32_t j = 1; j <= b && ok && !x->no_del; j++) { /* P3: never j = 0 */
         if (x->base[j] == REMAT__HELD_NONE) continue;
         remat_op del = {REMAT_OP_DEL,
-                        x->base[j] == REMAT__HELD_ABAR ? REMAT_VALUE_ABAR : REMAT_VALUE_A, j};
+                        x->base[j] >= REMAT__HELD_ABAR ? REMAT_VALUE_ABAR : REMAT_VALUE_A, j, 0};
         ok &= try_op(x, id, del);
     }
     return ok;
@@ -247,7 +271,8 @@ static remat_status search(exact_search *x, int *found, remat_error *err) {
     uint32_t sid = encode(x, start, x->n);
     exact_node *s = &x->nodes[sid];
     s->g = 0;
-    s->f = heuristic(x, start, x->n);
+    memset(x->sim.val, 0, x->n + 1u); /* the start holds no abar */
+    s->f = heuristic(x, &x->sim, x->n);
     s->peak = x->c->input_bytes;
     s->parent = sid;
     x->heap_len = 1;
@@ -304,9 +329,26 @@ static remat_status setup(exact_search *x, const remat_chain *c, const remat_sol
     x->n = (uint32_t)c->n;
     x->no_del = o->exact_no_del != 0;
     x->limit = o->memory;
-    x->pow3[0] = 1;
-    for (uint32_t j = 1; j <= x->n + 1; j++) x->pow3[j] = 3 * x->pow3[j - 1];
-    for (uint32_t b = 0; b <= x->n; b++) x->off[b + 1] = x->off[b] + x->pow3[b + 1];
+    uint64_t weight = 1, total = 0;
+    for (uint32_t j = 0; j <= x->n && total <= EXACT_MAX_STATES; j++) {
+        x->radix[j] = (uint8_t)(3 + (j ? c->stages[j - 1].n_options : 0));
+        x->weight[j] = (uint32_t)weight;
+        weight *= x->radix[j]; /* below 11 * 2^31 */
+        x->off[j] = (uint32_t)total;
+        total += weight;
+    }
+    REMAT__RETURN_IF(total > EXACT_MAX_STATES, err, REMAT_E_TOO_LARGE,
+                     "exact: the chain's options make more than %llu search states (each stage "
+                     "multiplies them by 3 + its options): use optimal",
+                     (unsigned long long)EXACT_MAX_STATES);
+    x->off[x->n + 1] = (uint32_t)total;
+    for (uint32_t i = 1; i <= x->n; i++) {
+        const remat_stage *sg = &c->stages[i - 1];
+        double least = sg->bwd_time;
+        for (size_t k = 0; k < sg->n_options; k++)
+            if (sg->options[k].bwd_time < least) least = sg->options[k].bwd_time;
+        x->fwd[i] = sg->fwd_time + least;
+    }
     size_t states = x->off[x->n + 1];
     uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
     uint64_t node_bytes = (uint64_t)states * sizeof(exact_node);

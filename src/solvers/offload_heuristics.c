@@ -280,7 +280,7 @@ static int choose(const remat_chain *c, const remat_schedule *base, size_t peak,
                 pick->drop = next;
             else if (!writes) {
                 /* start the copy early enough to hide it, but after the peak */
-                uint64_t bytes = pick->abar ? remat_chain_abar_bytes(c, i) : remat_chain_a_bytes(c, i);
+                uint64_t bytes = remat__value_bytes(c, i, st.val[i], st.opt[i]);
                 double need = (double)bytes / bw, acc = 0;
                 size_t k = next;
                 while (k > peak + 1 && acc < need) {

@@ -1,4 +1,4 @@
-/* Shared between pofo.c and offload_heuristics.c: the pofo dynamic program
+/* Shared between pofo_search.c and offload_heuristics.c: the pofo dynamic program
  * with its search space restricted by `mode`. */
 #ifndef REMAT_POFO_INTERNAL_H
 #define REMAT_POFO_INTERNAL_H

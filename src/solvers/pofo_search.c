@@ -423,6 +423,17 @@ static remat_status carry_candidates(const remat_chain *c, const remat_solve_opt
     return st;
 }
 
+/* Whether s is valid on c within memory under the simulator: optimal's
+ * schedule is kept only then (optimal's own checks say it is; this keeps
+ * pofo's answer valid whatever the candidate). */
+static int fits(const remat_chain *c, const remat_schedule *s, uint64_t memory) {
+    remat_sim_result *r = NULL;
+    int ok = remat_simulate(c, s, NULL, &r, NULL) == REMAT_OK && r->valid &&
+             r->peak_bytes <= memory;
+    remat_sim_result_free(r);
+    return ok;
+}
+
 remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_options *o,
                                      unsigned flags, remat_schedule **out, remat_error *err) {
     *out = NULL;
@@ -464,7 +475,7 @@ remat_status remat__solve_pofo_flags(const remat_chain *c, const remat_solve_opt
         remat_schedule *s = NULL;
         remat_error e;
         remat_status s2 = remat__solve_optimal(c, &oo, &s, &e);
-        if (s2 == REMAT_OK && (!best || s->time < best_sim)) {
+        if (s2 == REMAT_OK && fits(c, s, o->memory) && (!best || s->time < best_sim)) {
             remat_schedule_free(best);
             best = s;
             best_sim = s->time;

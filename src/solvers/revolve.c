@@ -17,7 +17,9 @@
  * exceeds the limit. docs/revolve.md derives it all. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -35,6 +37,7 @@ typedef struct rv_costs {
     size_t n;
     double *fwd, *bwd, *pf;           /* [n+1] by stage; pf[k] = fwd[1] + .. + fwd[k] */
     uint64_t *a, *abar, *d, *fo, *bo; /* [n+1] by value or stage index */
+    uint64_t *fa;                     /* [n+1] Fall's overhead (fall_overhead) */
     double *dblock;
     uint64_t *ublock;
 } rv_costs;
@@ -55,6 +58,7 @@ typedef struct rv_solver {
     rv_pair *pairs;     /* [n(n+1)/2] */
     double *pool;       /* all rows */
     size_t pool_len;
+    uint64_t actions;   /* tried by the last compute_bounds */
 } rv_solver;
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -92,17 +96,18 @@ static void costs_uniform_times(rv_costs *m) {
 
 /* The largest of each kind; the seed d[n] stays 0 and a[n] is never used. */
 static void costs_uniform_sizes(rv_costs *m) {
-    uint64_t a = 0, ab = 0, d = 0, fo = 0, bo = 0;
+    uint64_t a = 0, ab = 0, d = 0, fo = 0, bo = 0, fa = 0;
     for (size_t l = 0; l < m->n; l++) a = max_u64(a, m->a[l]), d = max_u64(d, m->d[l]);
     for (size_t l = 1; l <= m->n; l++) {
         ab = max_u64(ab, m->abar[l]);
         fo = max_u64(fo, m->fo[l]);
         bo = max_u64(bo, m->bo[l]);
+        fa = max_u64(fa, m->fa[l]);
     }
     for (size_t l = 0; l <= m->n; l++) {
         m->a[l] = a;
         if (l < m->n) m->d[l] = d;
-        if (l >= 1) m->abar[l] = ab, m->fo[l] = fo, m->bo[l] = bo;
+        if (l >= 1) m->abar[l] = ab, m->fo[l] = fo, m->bo[l] = bo, m->fa[l] = fa;
     }
 }
 
@@ -112,14 +117,14 @@ static remat_status costs_init(rv_costs *m, const remat_chain *c, remat_revolve_
     memset(m, 0, sizeof *m);
     m->n = c->n;
     m->dblock = remat__calloc(n1, 3 * sizeof(double));
-    m->ublock = remat__calloc(n1, 5 * sizeof(uint64_t));
+    m->ublock = remat__calloc(n1, 6 * sizeof(uint64_t));
     if (!m->dblock || !m->ublock) {
         costs_free(m);
         return remat__fail(err, REMAT_E_NOMEM, "revolve: out of memory for stage costs");
     }
     m->fwd = m->dblock, m->bwd = m->fwd + n1, m->pf = m->bwd + n1;
     m->a = m->ublock, m->abar = m->a + n1, m->d = m->abar + n1, m->fo = m->d + n1;
-    m->bo = m->fo + n1;
+    m->bo = m->fo + n1, m->fa = m->bo + n1;
     for (size_t l = 0; l <= c->n; l++) {
         m->a[l] = remat_chain_a_bytes(c, l);
         m->d[l] = remat_chain_d_bytes(c, l);
@@ -128,6 +133,7 @@ static remat_status costs_init(rv_costs *m, const remat_chain *c, remat_revolve_
         m->abar[l] = st->saved_bytes;
         m->fo[l] = st->fwd_overhead;
         m->bo[l] = st->bwd_overhead;
+        m->fa[l] = remat__fall_overhead(st); /* options are not used: Fall saves all */
         m->fwd[l] = st->fwd_time;
         m->bwd[l] = st->bwd_time;
     }
@@ -145,7 +151,7 @@ static uint64_t fwd_step(const rv_costs *m, size_t i, size_t l) {
 
 /* "Fall t, B t" with d[t] and h bytes of a[t-1] held (h = 0: a[t-1] is outside). */
 static uint64_t back_step(const rv_costs *m, size_t t, uint64_t h) {
-    return m->d[t] + h + m->abar[t] + max_u64(m->fo[t], m->d[t - 1] + m->bo[t]);
+    return m->d[t] + h + m->abar[t] + max_u64(m->fa[t], m->d[t - 1] + m->bo[t]);
 }
 
 /* ---- bounds: lo, hi and the quadratic plan of every (i, j) ---- */
@@ -171,6 +177,7 @@ static void mark_failed(rv_solver *s, size_t i, size_t j_from) {
  * the quadratic plan's peak and time are carried along j (its Alg. 3.2-3.3). */
 static void compute_bounds(rv_solver *s) {
     const rv_costs *m = s->pc;
+    s->actions = 0;
     for (size_t i = s->n; i-- > 0;) {
         uint64_t qfwd = 0, qpeak = 0;
         double qcost = 0;
@@ -199,6 +206,7 @@ static void compute_bounds(rv_solver *s) {
             }
             int64_t lo = p->quad_b;
             uint64_t fmax = 0;
+            s->actions += j - i - 1;
             for (size_t k = i + 1; k < j; k++) {
                 fmax = max_u64(fmax, fwd_step(m, i, k));
                 lo = min_i64(lo, action_need(s, j, k, fmax, pair_at(s, k, j), pair_at(s, i, k)));
@@ -211,6 +219,139 @@ static void compute_bounds(rv_solver *s) {
             p->hi = min_i64(max_i64(all, lo), s->M);
         }
     }
+}
+
+/* ---- the estimate, before anything of size n^2 is allocated ---- */
+
+/* One core's seconds per action compute_bounds tries and per DP cell, on a
+ * quiet core of the development machine (bench_revolve --calibrate,
+ * docs/bounded.md; a loaded one measures up to twice that). */
+#define RV_SEC_PER_ACTION 6e-9
+#define RV_SEC_PER_CELL 6e-10
+/* ... and per action the DP looks at in a chunk of a row: it weighs every k
+ * of (i, j) once per chunk, which dominates on short rows. */
+#define RV_SEC_PER_DP_ACTION 1e-8
+
+/* One core's seconds of the DP over its rows: a row of len budgets of (i, j)
+ * takes (j - i) cells per budget and j - i - 1 actions per chunk. */
+static double dp_row_seconds(size_t len, size_t span) {
+    double chunks = (double)((len + RV_CHUNK - 1) / RV_CHUNK);
+    return (double)len * (double)span * RV_SEC_PER_CELL +
+           chunks * (double)(span - 1) * RV_SEC_PER_DP_ACTION;
+}
+
+/* Actions compute_bounds tries at most: j - i - 1 for every pair,
+ * (n^3 - n) / 6 in all. */
+static double bound_actions(size_t n) {
+    double x = (double)n;
+    return (x * x * x - x) / 6;
+}
+
+/* An upper bound on the DP's seconds (dp_row_seconds over its rows) and
+ * cells (*cells), in O(n^2) time and O(n) memory (hi[2][n+1]): row (i, j)
+ * ends at most at min(M, max(all, quad_b))
+ * (quad_b >= lo; `all` as compute_bounds has it, from these upper ends) and
+ * starts at least at the need of "Fall t, B t" for every t in (i, j] and at
+ * that of the first forward, which every plan of (i, j) runs. */
+static double dp_bound(const rv_costs *m, uint64_t bucket, int64_t M, const int64_t *ab,
+                       int64_t *hi[2], double *cells) {
+    double secs = 0;
+    *cells = 0;
+    for (size_t i = m->n; i-- > 0;) {
+        int64_t *cur = hi[i % 2];
+        const int64_t *next = hi[(i + 1) % 2]; /* (i + 1, j) */
+        uint64_t qfwd = 0, qpeak = 0;
+        int64_t back = 0;
+        for (size_t j = i + 1; j <= m->n; j++) {
+            back = max_i64(back, to_buckets(back_step(m, j, 0), bucket));
+            if (back > M) break; /* (i, j') fails for every j' >= j: empty rows */
+            uint64_t h = 0;
+            if (j - 1 > i) {
+                qfwd = max_u64(qfwd, fwd_step(m, i, j - 1));
+                qpeak = max_u64(qpeak, m->d[j] + qfwd);
+                h = m->a[j - 1];
+            }
+            qpeak = max_u64(qpeak, back_step(m, j, h));
+            int64_t quad = to_buckets(qpeak, bucket);
+            cur[j] = min_i64(quad, M);
+            if (j == i + 1) continue;
+            int64_t first = to_buckets(m->d[j] + fwd_step(m, i, i + 1), bucket);
+            int64_t all = max_i64(max_i64(first, sat_add(ab[i + 1], next[j])), cur[i + 1]);
+            int64_t top = min_i64(max_i64(all, quad), M), lo = max_i64(back, first);
+            cur[j] = top;
+            if (top < lo) continue;
+            *cells += (double)(top - lo + 1) * (double)(j - i);
+            secs += dp_row_seconds((size_t)(top - lo + 1), j - i);
+        }
+    }
+    return secs;
+}
+
+typedef struct rv_estimate {
+    double bounds, dp; /* one core's seconds */
+    double cells;      /* the DP's cells, at most */
+} rv_estimate;
+
+/* The work of one solve at `memory` with `bucket`: the bounds from their
+ * action count, the DP from dp_bound (skipped, left 0, when the bounds alone
+ * pass `limit` seconds). 0 on success, -1 when out of memory. */
+static int estimate_work(const rv_costs *m, uint64_t bucket, uint64_t memory, double limit,
+                         rv_estimate *out) {
+    out->bounds = bound_actions(m->n) * RV_SEC_PER_ACTION;
+    out->dp = out->cells = 0;
+    if (out->bounds > limit) return 0;
+    size_t n1 = m->n + 1;
+    int64_t *ab = remat__calloc(n1, sizeof *ab), *hi = remat__calloc(2 * n1, sizeof *hi);
+    if (!ab || !hi) {
+        free(ab);
+        free(hi);
+        return -1;
+    }
+    for (size_t k = 0; k < n1; k++) ab[k] = to_buckets(m->a[k], bucket);
+    int64_t M = memory < m->a[0] ? -1 : (int64_t)((memory - m->a[0]) / bucket);
+    int64_t *rows[2] = {hi, hi + n1};
+    out->dp = dp_bound(m, bucket, M, ab, rows, &out->cells);
+    free(ab);
+    free(hi);
+    return 0;
+}
+
+static uint64_t default_bucket(uint64_t memory);
+
+/* Checks the estimate of one solve against o's limit, before anything is
+ * allocated: the bounds run on one core, the DP on o->threads. */
+static remat_status check_estimate(const rv_costs *m, uint64_t bucket, const remat_solve_options *o,
+                                   rv_estimate *est, remat_error *err) {
+    double limit = remat__max_seconds(o);
+    rv_estimate w = {0, 0, 0};
+    *est = w;
+    if (isinf(limit)) return REMAT_OK;
+    REMAT__RETURN_IF(estimate_work(m, bucket, o->memory, limit, &w) != 0, err, REMAT_E_NOMEM,
+                     "revolve: out of memory for the estimate");
+    char hint[160];
+    if (w.bounds > limit / 2)
+        snprintf(hint, sizeof hint,
+                 "its bounds alone take about %.3g s on %zu stages, whatever the buckets: use "
+                 "optimal for a chain this long",
+                 w.bounds, m->n);
+    else
+        snprintf(hint, sizeof hint, "use larger buckets (--bucket)");
+    *est = w;
+    return remat__check_time(o, w.bounds + remat__parallel_seconds(o, w.dp), "revolve", hint, err);
+}
+
+double remat__revolve_estimate(const remat_chain *c, const remat_solve_options *o) {
+    rv_costs m;
+    remat_error e;
+    if (costs_init(&m, c, o->revolve_mode, &e) != REMAT_OK) return INFINITY;
+    uint64_t memory = o->memory;
+    if (!memory) remat_store_all_cost(c, &memory, NULL, NULL); /* a sweep's largest */
+    if (memory >= REMAT_MAX_BYTES) memory = REMAT_MAX_BYTES - 1;
+    uint64_t bucket = o->bucket_bytes ? o->bucket_bytes : default_bucket(memory);
+    rv_estimate w = {INFINITY, 0, 0};
+    if (estimate_work(&m, bucket, memory, remat__max_seconds(o), &w) != 0) w.bounds = INFINITY;
+    costs_free(&m);
+    return w.bounds + w.dp;
 }
 
 static double row_at(const rv_solver *s, const rv_pair *p, int64_t m) {
@@ -337,17 +478,18 @@ static void run_task(const void *arg, size_t t, unsigned worker) {
 
 static size_t row_len(const rv_pair *p) { return p->lo > p->hi ? 0 : (size_t)(p->hi - p->lo + 1); }
 
-/* Seconds per DP cell on one core (bench_revolve), for the estimate. */
-#define RV_SEC_PER_CELL 3e-10
-
 /* Refuses, before the table is laid out, a DP estimated to take longer than
- * o allows: (i, j) tries j - i - 1 actions at each of its budgets. */
+ * o allows, from the exact rows: (i, j) tries j - i - 1 actions at each of
+ * its budgets. */
 static remat_status check_time(const rv_solver *s, const remat_solve_options *o,
                                remat_error *err) {
-    double cells = 0;
+    double secs = 0;
     for (size_t j = 2; j <= s->n; j++)
-        for (size_t i = 0; i + 1 < j; i++) cells += (double)row_len(pair_at(s, i, j)) * (double)(j - i);
-    return remat__check_time(o, remat__parallel_seconds(o, cells * RV_SEC_PER_CELL), "revolve",
+        for (size_t i = 0; i + 1 < j; i++) {
+            size_t len = row_len(pair_at(s, i, j));
+            if (len) secs += dp_row_seconds(len, j - i);
+        }
+    return remat__check_time(o, remat__parallel_seconds(o, secs), "revolve",
                              "use larger buckets (--bucket)", err);
 }
 
@@ -494,7 +636,7 @@ static remat_status emit_sweep(rv_emit *e, size_t i, size_t j, size_t k, uint64_
 static remat_status emit_back(rv_emit *e, size_t t, uint64_t h, uint64_t outside) {
     const rv_costs *m = e->real;
     uint64_t base = sat_add_u64(outside, m->d[t] + h + m->abar[t]);
-    REMAT__FORWARD(emit(e, REMAT_OP_FALL, t, sat_add_u64(base, m->fo[t])));
+    REMAT__FORWARD(emit(e, REMAT_OP_FALL, t, sat_add_u64(base, m->fa[t])));
     return emit(e, REMAT_OP_B, t, sat_add_u64(base, m->d[t - 1] + m->bo[t]));
 }
 
@@ -548,6 +690,14 @@ static remat_status emit_plan(const rv_solver *s, rv_emit *e, remat__revolve_sta
 
 /* ---- entry points ---- */
 
+/* CPU seconds of the calling thread: with one thread, one core's seconds
+ * whatever else the machine runs (the calibration's unit). */
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static uint64_t default_bucket(uint64_t memory) {
     uint64_t b = memory / RV_DEFAULT_BUCKETS + (memory % RV_DEFAULT_BUCKETS != 0);
     return b ? b : 1; /* memory 0: only an all-zero chain fits */
@@ -572,6 +722,7 @@ static uint64_t least_memory(rv_solver *s, uint64_t fixed_bucket, uint64_t memor
     if (fixed_bucket) {
         s->bucket = fixed_bucket;
         s->M = RV_INF - 1;
+        for (size_t k = 0; k <= s->n; k++) s->ab[k] = to_buckets(s->pc->a[k], fixed_bucket);
         compute_bounds(s);
         int64_t lo = pair_at(s, 0, s->n)->lo;
         if (lo >= RV_INF || (uint64_t)lo > (REMAT_MAX_BYTES - 1 - a0) / fixed_bucket) return 0;
@@ -593,10 +744,29 @@ static uint64_t least_memory(rv_solver *s, uint64_t fixed_bucket, uint64_t memor
     return good;
 }
 
-static remat_status infeasible(rv_solver *s, const remat_solve_options *o, remat_error *err) {
+/* One core's seconds of least_memory from `memory` up: one bounds run with a
+ * fixed bucket; with the default one, the doublings up to about the store-all
+ * peak and a bisection over about as many bits. */
+static double least_memory_seconds(const remat_chain *c, uint64_t fixed_bucket, uint64_t memory) {
+    double runs = 1;
+    if (!fixed_bucket) {
+        uint64_t peak = 0, from = memory > c->input_bytes ? memory : c->input_bytes;
+        remat_store_all_cost(c, &peak, NULL, NULL);
+        double bits = log2((double)peak + 2);
+        runs = 2 + bits + (peak > from ? log2((double)peak / (double)(from ? from : 1)) : 0);
+    }
+    return runs * bound_actions(c->n) * RV_SEC_PER_ACTION;
+}
+
+static remat_status infeasible(rv_solver *s, const remat_chain *c, const remat_solve_options *o,
+                               remat_error *err) {
     int64_t M = s->M;
     uint64_t bucket = s->bucket;
-    uint64_t need = least_memory(s, o->bucket_bytes, o->memory);
+    /* the smallest memory only when its search fits the time limit: else
+     * unknown (0), and remat_solve's own search says why */
+    double search = least_memory_seconds(c, o->bucket_bytes, o->memory);
+    uint64_t need = search <= remat__max_seconds(o) ? least_memory(s, o->bucket_bytes, o->memory)
+                                                    : 0;
     /* M < 0: the (possibly uniform-size) input alone exceeds the limit */
     remat_status st = remat__fail(err, REMAT_E_INFEASIBLE,
                                   "revolve: no AD-model schedule fits in %llu bytes "
@@ -607,35 +777,54 @@ static remat_status infeasible(rv_solver *s, const remat_solve_options *o, remat
     return st;
 }
 
-static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_costs *real,
-                               const remat_solve_options *o, remat_schedule **out,
-                               remat__revolve_stats *stats, remat_error *err) {
-    uint64_t budget = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
-    size_t n = c->n, npairs;
+/* The pair table and checkpoint sizes of s, within o's work cap. */
+static remat_status alloc_pairs(rv_solver *s, const remat_solve_options *o, uint64_t *budget,
+                                remat_error *err) {
+    size_t n = s->n, npairs;
     REMAT__RETURN_IF(n > UINT32_MAX - 2 || !remat__mul_size(n, n + 1, &npairs), err,
                      REMAT_E_TOO_LARGE, "revolve: %zu stages is too many", n);
     npairs /= 2;
     void *mem;
-    REMAT__FORWARD(remat__alloc_table(&mem, npairs, sizeof(rv_pair), budget,
+    *budget = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
+    REMAT__FORWARD(remat__alloc_table(&mem, npairs, sizeof(rv_pair), *budget,
                                       "revolve subproblem table", err));
     s->pairs = mem;
-    budget -= (uint64_t)npairs * sizeof(rv_pair);
-    REMAT__FORWARD(remat__alloc_table(&mem, n + 1, sizeof(int64_t), budget,
+    *budget -= (uint64_t)npairs * sizeof(rv_pair);
+    REMAT__FORWARD(remat__alloc_table(&mem, n + 1, sizeof(int64_t), *budget,
                                       "revolve checkpoint sizes", err));
     s->ab = mem;
-    budget -= (uint64_t)(n + 1) * sizeof(int64_t);
-    uint64_t bucket = o->bucket_bytes ? o->bucket_bytes : default_bucket(o->memory);
+    *budget -= (uint64_t)(n + 1) * sizeof(int64_t);
+    return REMAT_OK;
+}
+
+static remat_status solve_with(rv_solver *s, const remat_chain *c, const rv_costs *real,
+                               const remat_solve_options *o, remat_schedule **out,
+                               remat__revolve_stats *stats, remat_error *err) {
+    size_t n = c->n;
+    uint64_t budget, bucket = o->bucket_bytes ? o->bucket_bytes : default_bucket(o->memory);
+    /* the bounds take O(n^3) and the pairs O(n^2): estimated first */
+    rv_estimate est;
+    REMAT__FORWARD(check_estimate(s->pc, bucket, o, &est, err));
+    stats->estimate_bounds = est.bounds;
+    stats->estimate_cells = est.cells;
+    stats->estimate_seconds = est.bounds + est.dp;
+    REMAT__FORWARD(alloc_pairs(s, o, &budget, err));
+    double t0 = cpu_seconds();
     int fits = bounds_fit(s, bucket, o->memory);
+    stats->bounds_seconds = cpu_seconds() - t0;
+    stats->bound_actions = s->actions;
     const rv_pair *top = pair_at(s, 0, n);
     stats->bucket_bytes = bucket;
     stats->buckets = s->M;
     stats->min_buckets = top->lo;
-    if (!fits) return infeasible(s, o, err);
+    if (!fits) return infeasible(s, c, o, err);
     REMAT__FORWARD(check_time(s, o, err));
     REMAT__FORWARD(layout_rows(s, &budget, err));
     stats->table_entries = s->pool_len;
+    t0 = cpu_seconds();
     REMAT__FORWARD(run_dp(s, remat__threads(o->threads), budget, &stats->cells, &stats->threads,
                           err));
+    stats->dp_seconds = cpu_seconds() - t0;
     stats->dp_cost = row_at(s, top, s->M);
 
     remat_schedule *sch = NULL;
@@ -694,4 +883,27 @@ remat_status remat__revolve_solve_stats(const remat_chain *c, const remat_solve_
 remat_status remat__solve_revolve(const remat_chain *c, const remat_solve_options *o,
                                   remat_schedule **out, remat_error *err) {
     return remat__revolve_solve_stats(c, o, out, NULL, err);
+}
+
+remat_status remat__min_memory_revolve(const remat_chain *c, const remat_solve_options *o,
+                                       uint64_t *out, remat_error *err) {
+    double secs = least_memory_seconds(c, o->bucket_bytes, 0);
+    REMAT__FORWARD(remat__check_time(o, secs, "revolve: the smallest-memory search",
+                                     "give --bucket (one bounds run instead of a bisection), or "
+                                     "use optimal for a chain this long",
+                                     err));
+    rv_costs plan;
+    REMAT__FORWARD(costs_init(&plan, c, o->revolve_mode, err));
+    rv_solver s = {.pc = &plan, .n = c->n, .bucket = 1};
+    uint64_t budget;
+    remat_status st = alloc_pairs(&s, o, &budget, err);
+    uint64_t need = st == REMAT_OK ? least_memory(&s, o->bucket_bytes, 0) : 0;
+    free(s.pairs);
+    free(s.ab);
+    costs_free(&plan);
+    REMAT__FORWARD(st);
+    REMAT__RETURN_IF(need == 0, err, REMAT_E_INFEASIBLE,
+                     "revolve finds no schedule at any memory below 2^53 bytes");
+    *out = need;
+    return REMAT_OK;
 }

@@ -15,6 +15,14 @@ typedef struct remat__revolve_stats {
     size_t ckpt_nodes;      /* subproblems of the plan split at a checkpoint */
     unsigned threads;       /* worker threads used */
     double dp_cost;         /* C(0, n, M) as the DP computed it (planning times) */
+    /* for the calibration of the estimate (bench_revolve --calibrate); the
+     * times are CPU seconds of the calling thread (one core's with threads 1) */
+    uint64_t bound_actions; /* actions the bounds tried (last bounds run) */
+    double bounds_seconds;  /* the solve's bounds run */
+    double dp_seconds;      /* the DP fill */
+    double estimate_bounds; /* the estimate of the bounds, one core's seconds */
+    double estimate_cells;  /* the estimate's upper bound on `cells` */
+    double estimate_seconds; /* the whole estimate, one core's seconds */
 } remat__revolve_stats;
 
 /* remat__solve_revolve, also filling *stats (may be NULL; zeroed first, then

@@ -1,99 +1,149 @@
-/* remat_solve(): option checks, dispatch, and the simulator check that every
- * returned schedule must pass. Also the generic curve and min-memory search
- * for algorithms without a table of their own. */
+/* remat_solve(): the table of algorithms, option checks, dispatch, and the
+ * simulator check that every returned schedule must pass. Also the generic
+ * curve and min-memory search for algorithms without a table of their own. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "solvers_internal.h"
 
-static const char *const alg_names[REMAT_ALG_COUNT_] = {
-    "optimal", "revolve", "sequential", "store-all", "exact",
-    "pofo", "offload-only", "opportunist", "autocapper"};
+/* One core's seconds for one solve, roughly, from the chain's length and the
+ * options; calibrated on the development machine (docs/bounded.md). optimal
+ * and revolve check their exact table sizes themselves; this serves the
+ * others, which cannot tell before they start, and the sweeps of many
+ * solves (curves and smallest-memory searches). */
+static double estimate_optimal(const remat_chain *c, const remat_solve_options *o) {
+    double n = (double)c->n;
+    double slots = o->slots < 0 ? REMAT_DEFAULT_SLOTS : o->slots ? (double)o->slots : 1000;
+    /* n^2/2 pairs, n/3 choices each, rows of ~0.7 S slots */
+    return n * n / 2 * (n / 3) * 0.7 * slots * 2.5e-10;
+}
+static double estimate_revolve(const remat_chain *c, const remat_solve_options *o) {
+    return remat__revolve_estimate(c, o); /* its bounds and DP, estimated in revolve.c */
+}
+/* pofo's own DP: fitted on resnet101 (L = 35, 1.25 s) and resnet1001 (L = 338, 70 s) */
+static double estimate_pofo_dp(const remat_chain *c, const remat_solve_options *o) {
+    double n = (double)c->n;
+    double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
+    return 2.3e-3 * pow(n, 1.77) * pow(values / 50, 1.1);
+}
+/* offload-only (pofo runs it too): no faster below 50 values, and past ~150
+ * stages it grows faster than pofo's fit (random chains, issue 23: 250
+ * stages 4 s, 500 stages 50 s, 2000 past 300 s; docs/bounded.md) */
+static double estimate_offload_only(const remat_chain *c, const remat_solve_options *o) {
+    double n = (double)c->n;
+    double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
+    double vo = values > 50 ? values : 50;
+    return 2.3e-3 * pow(n, 1.77) * pow(vo / 50, 1.1) / 10 * (n > 150 ? pow(n / 150, 1.8) : 1);
+}
+static double estimate_pofo(const remat_chain *c, const remat_solve_options *o) {
+    return estimate_pofo_dp(c, o) + estimate_offload_only(c, o) + estimate_optimal(c, o);
+}
+static double estimate_opportunist(const remat_chain *c, const remat_solve_options *o) {
+    (void)o;
+    double n = (double)c->n;
+    return 1e-5 * n * n;
+}
+static double estimate_autocapper(const remat_chain *c, const remat_solve_options *o) {
+    double n = (double)c->n;
+    return 40 * estimate_optimal(c, o) + 1e-5 * n * n;
+}
+static double estimate_exact(const remat_chain *c, const remat_solve_options *o) {
+    (void)c;
+    (void)o;
+    return 0.1;
+}
+static double estimate_linear(const remat_chain *c, const remat_solve_options *o) {
+    (void)o;
+    return 1e-6 * (double)c->n;
+}
+
+static remat_status min_memory_exact(const remat_chain *c, const remat_solve_options *o,
+                                     uint64_t *out, remat_error *err);
+
+/* Everything the library knows about an algorithm, one row each, in
+ * remat_algorithm's order: the dispatcher, the option checks, the errors,
+ * the CLI's --help and the Python binding all read it (the last two through
+ * the remat_algorithm_* functions). A new solver is a row here and its file
+ * (docs/architecture.md). */
+typedef struct algorithm {
+    const char *name;
+    const char *summary; /* one line, for help texts */
+    remat__solver_fn solve;
+    /* The smallest limit that works; NULL: bisection over solves. */
+    remat_status (*min_memory)(const remat_chain *, const remat_solve_options *, uint64_t *,
+                               remat_error *);
+    /* The time-memory curve; NULL: a sweep of solves. */
+    remat_status (*curve)(const remat_chain *, const remat_solve_options *, size_t max_points,
+                          remat_curve **, remat_error *);
+    double (*estimate)(const remat_chain *, const remat_solve_options *); /* see above */
+    /* Moves values to the host: measured with the bandwidth, and its time is
+     * estimated before it starts (it cannot tell its own). */
+    int is_offload;
+    int needs_bandwidth; /* refused without a bandwidth > 0 */
+    /* min_memory needs no solve (revolve's bounds): the curve sweep takes it
+     * instead of bisecting, and one solve there for its time. */
+    int min_memory_cheap;
+} algorithm;
+
+static const algorithm algorithms[REMAT_ALG_COUNT_] = {
+    [REMAT_ALG_OPTIMAL] = {"optimal", "the optimal persistent schedule (rotor, Theorem 1)",
+                           remat__solve_optimal, remat__min_memory_optimal, remat__curve_optimal,
+                           estimate_optimal, 0, 0},
+    [REMAT_ALG_REVOLVE] = {"revolve", "the AD-model DP with precise per-stage costs",
+                           remat__solve_revolve, remat__min_memory_revolve, NULL,
+                           estimate_revolve, 0, 0, 1},
+    [REMAT_ALG_SEQUENTIAL] = {"sequential", "periodic segments, like checkpoint_sequential",
+                              remat__solve_sequential, NULL, NULL, estimate_linear, 0, 0},
+    [REMAT_ALG_STORE_ALL] = {"store-all", "plain autograd: every activation kept",
+                             remat__solve_store_all, NULL, NULL, estimate_linear, 0, 0},
+    [REMAT_ALG_EXACT] = {"exact", "the optimum over all schedules, Del included (small chains)",
+                         remat__solve_exact, min_memory_exact, NULL, estimate_exact, 0, 0},
+    [REMAT_ALG_POFO] = {"pofo", "recomputation and offloading in one DP (pofo paper)",
+                        remat__solve_pofo, NULL, NULL, estimate_pofo, 1, 0},
+    [REMAT_ALG_OFFLOAD_ONLY] = {"offload-only", "offloading without recomputation (pofo paper)",
+                                remat__solve_pofo, NULL, NULL, estimate_offload_only, 1, 1},
+    [REMAT_ALG_OPPORTUNIST] = {"opportunist", "offload heuristic that keeps the link busy",
+                               remat__solve_offload_heuristic, NULL, NULL, estimate_opportunist,
+                               1, 1},
+    [REMAT_ALG_AUTOCAPPER] = {"autocapper", "offload heuristic that offloads at optimal's peaks",
+                              remat__solve_offload_heuristic, NULL, NULL, estimate_autocapper,
+                              1, 1},
+};
+
+static const algorithm *algorithm_of(remat_algorithm a) {
+    return (unsigned)a < REMAT_ALG_COUNT_ ? &algorithms[a] : NULL;
+}
+
+size_t remat_algorithm_count(void) { return REMAT_ALG_COUNT_; }
 
 const char *remat_algorithm_name(remat_algorithm a) {
-    return (unsigned)a < REMAT_ALG_COUNT_ ? alg_names[a] : "?";
+    return algorithm_of(a) ? algorithm_of(a)->name : "?";
+}
+
+const char *remat_algorithm_summary(remat_algorithm a) {
+    return algorithm_of(a) ? algorithm_of(a)->summary : "?";
+}
+
+int remat_algorithm_is_offload(remat_algorithm a) {
+    return algorithm_of(a) ? algorithm_of(a)->is_offload : 0;
 }
 
 remat_status remat_algorithm_parse(const char *name, remat_algorithm *out, remat_error *err) {
     remat__clear(err);
     REMAT__RETURN_IF(!name || !out, err, REMAT_E_INPUT, "remat_algorithm_parse: NULL argument");
-    for (int a = 0; a < REMAT_ALG_COUNT_; a++)
-        if (strcmp(name, alg_names[a]) == 0) {
+    char names[REMAT_MESSAGE_MAX] = "";
+    for (int a = 0; a < REMAT_ALG_COUNT_; a++) {
+        if (strcmp(name, algorithms[a].name) == 0) {
             *out = (remat_algorithm)a;
             return REMAT_OK;
         }
-    return remat__fail(err, REMAT_E_INPUT,
-                       "algorithm: unknown \"%.40s\" (one of optimal, revolve, sequential, "
-                       "store-all, exact, pofo, offload-only, opportunist, autocapper)",
-                       name);
-}
-
-void remat_solve_options_init(remat_solve_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->algorithm = REMAT_ALG_OPTIMAL;
-    o->slots = -1;
-}
-
-remat_status remat__push(remat_schedule *s, remat_op_kind kind, uint32_t index, remat_error *err) {
-    remat_op op = {(uint8_t)kind, 0, index};
-    return remat_schedule_push(s, op, err);
-}
-
-remat_status remat__push_value(remat_schedule *s, remat_op_kind kind, remat_value_kind v,
-                               uint32_t index, remat_error *err) {
-    remat_op op = {(uint8_t)kind, (uint8_t)v, index};
-    return remat_schedule_push(s, op, err);
-}
-
-remat_status remat__schedule_measure(const remat_chain *c, remat_schedule *s, double bandwidth,
-                                     remat_error *err) {
-    remat_sim_options so;
-    remat_sim_options_init(&so);
-    so.bandwidth = bandwidth;
-    remat_sim_result *r = NULL;
-    REMAT__FORWARD(remat_simulate(c, s, &so, &r, err));
-    remat_status st = REMAT_OK;
-    if (!r->valid)
-        st = remat__fail(err, REMAT_E_INTERNAL, "%s produced an invalid schedule: op %zu (%s): %s",
-                         s->algorithm, r->failed_op, r->failed_op_text, r->reason);
-    else {
-        s->time = r->time;
-        s->peak_bytes = r->peak_bytes;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", a ? ", " : "", algorithms[a].name);
     }
-    remat_sim_result_free(r);
-    return st;
-}
-
-double remat__max_seconds(const remat_solve_options *o) {
-    if (o->max_seconds < 0) return INFINITY;
-    return o->max_seconds > 0 ? o->max_seconds : REMAT_DEFAULT_MAX_SECONDS;
-}
-
-remat_status remat__check_time(const remat_solve_options *o, double seconds, const char *what,
-                               const char *hint, remat_error *err) {
-    double limit = remat__max_seconds(o);
-    REMAT__RETURN_IF(!(seconds <= limit), err, REMAT_E_TOO_LARGE,
-                     "%s: estimated to take about %.3g s, more than the limit of %.3g s; %s, or "
-                     "raise the limit (--max-time, max_seconds)",
-                     what, seconds, limit, hint);
-    return REMAT_OK;
-}
-
-double remat__parallel_seconds(const remat_solve_options *o, double one_core_seconds) {
-    unsigned k = remat__threads(o->threads);
-    return one_core_seconds / (k > 1 ? 0.8 * k : 1.0);
-}
-
-void remat__progress(const remat_solve_options *o, double done, const char *what) {
-    if (!o->progress) return;
-    o->progress(o->progress_arg, done < 0 ? 0 : done > 1 ? 1 : done, what);
-}
-
-static int is_offload(remat_algorithm a) {
-    return a == REMAT_ALG_POFO || a == REMAT_ALG_OFFLOAD_ONLY || a == REMAT_ALG_OPPORTUNIST ||
-           a == REMAT_ALG_AUTOCAPPER;
+    return remat__fail(err, REMAT_E_INPUT, "algorithm: unknown \"%.40s\" (one of %s)", name,
+                       names);
 }
 
 static remat_status check_options(const remat_solve_options *o, remat_error *err) {
@@ -106,9 +156,8 @@ static remat_status check_options(const remat_solve_options *o, remat_error *err
                      (long long)o->slots);
     REMAT__RETURN_IF(!isfinite(o->bandwidth) || o->bandwidth < 0, err, REMAT_E_INPUT,
                      "bandwidth: must be a finite number >= 0");
-    REMAT__RETURN_IF(is_offload(o->algorithm) && !(o->bandwidth > 0) &&
-                         o->algorithm != REMAT_ALG_POFO,
-                     err, REMAT_E_INPUT, "bandwidth: %s needs a bandwidth > 0",
+    REMAT__RETURN_IF(algorithms[o->algorithm].needs_bandwidth && !(o->bandwidth > 0), err,
+                     REMAT_E_INPUT, "bandwidth: %s needs a bandwidth > 0",
                      remat_algorithm_name(o->algorithm));
     REMAT__RETURN_IF(o->bucket_bytes >= REMAT_MAX_BYTES, err, REMAT_E_INPUT,
                      "bucket: %llu is 2^53 or more", (unsigned long long)o->bucket_bytes);
@@ -122,63 +171,25 @@ static remat_status check_options(const remat_solve_options *o, remat_error *err
     return REMAT_OK;
 }
 
-static remat__solver_fn solver_for(remat_algorithm a) {
-    switch (a) {
-    case REMAT_ALG_OPTIMAL: return remat__solve_optimal;
-    case REMAT_ALG_REVOLVE: return remat__solve_revolve;
-    case REMAT_ALG_SEQUENTIAL: return remat__solve_sequential;
-    case REMAT_ALG_STORE_ALL: return remat__solve_store_all;
-    case REMAT_ALG_EXACT: return remat__solve_exact;
-    case REMAT_ALG_POFO:
-    case REMAT_ALG_OFFLOAD_ONLY: return remat__solve_pofo;
-    case REMAT_ALG_OPPORTUNIST:
-    case REMAT_ALG_AUTOCAPPER: return remat__solve_offload_heuristic;
-    default: return NULL;
-    }
-}
-
-/* One core's seconds for one solve, roughly, from the chain's length and the
- * options; calibrated on the development machine (docs/bounded.md). optimal
- * and revolve check their exact table sizes themselves; this serves the
- * others, which cannot tell before they start, and the sweeps of many
- * solves (curves and smallest-memory searches). */
+/* One core's seconds for one solve of o's algorithm. */
 static double solve_estimate(const remat_chain *c, const remat_solve_options *o) {
-    double n = (double)c->n;
-    double slots = o->slots < 0 ? REMAT_DEFAULT_SLOTS : o->slots ? (double)o->slots : 1000;
-    /* optimal: n^2/2 pairs, n/3 choices each, rows of ~0.7 S slots */
-    double optimal = n * n / 2 * (n / 3) * 0.7 * slots * 2.5e-10;
-    double values = o->offload_values ? o->offload_values : REMAT_DEFAULT_OFFLOAD_VALUES;
-    /* pofo: fitted on resnet101 (L = 35, 1.25 s) and resnet1001 (L = 338, 70 s) */
-    double pofo = 2.3e-3 * pow(n, 1.77) * pow(values / 50, 1.1);
-    switch (o->algorithm) {
-    case REMAT_ALG_OPTIMAL: return optimal;
-    case REMAT_ALG_REVOLVE: return n * n / 2 * (n / 3) * 500 * 3e-10;
-    case REMAT_ALG_POFO: return pofo + optimal;
-    case REMAT_ALG_OFFLOAD_ONLY: return pofo / 20;
-    case REMAT_ALG_OPPORTUNIST: return 1e-5 * n * n;
-    case REMAT_ALG_AUTOCAPPER: return 40 * optimal + 1e-5 * n * n;
-    case REMAT_ALG_EXACT: return 0.1;
-    default: return 1e-6 * n;
-    }
+    return algorithms[o->algorithm].estimate(c, o);
 }
-
-/* Whether the solver cannot check its own work before it starts. */
-static int checked_up_front(remat_algorithm a) { return is_offload(a); }
 
 /* Solves and checks, without the min-memory search on failure. */
 static remat_status solve_checked(const remat_chain *c, const remat_solve_options *o,
                                   remat_schedule **out, remat_error *err) {
+    const algorithm *al = &algorithms[o->algorithm];
     remat_schedule *s = NULL;
-    if (checked_up_front(o->algorithm))
+    if (al->is_offload)
         REMAT__FORWARD(remat__check_time(o, remat__parallel_seconds(o, solve_estimate(c, o)),
-                                         remat_algorithm_name(o->algorithm),
-                                         "use fewer offload values (--values)", err));
-    REMAT__FORWARD(solver_for(o->algorithm)(c, o, &s, err));
+                                         al->name, "use fewer offload values (--values)", err));
+    REMAT__FORWARD(al->solve(c, o, &s, err));
     double predicted_time = s->time;
     uint64_t predicted_peak = s->peak_bytes;
     s->memory_limit = o->memory;
     remat__strlcpy(s->algorithm, remat_algorithm_name(o->algorithm), sizeof s->algorithm);
-    remat_status st = remat__schedule_measure(c, s, is_offload(o->algorithm) ? o->bandwidth : 0, err);
+    remat_status st = remat__schedule_measure(c, s, al->is_offload ? o->bandwidth : 0, err);
     if (st == REMAT_OK && s->peak_bytes > o->memory)
         st = remat__fail(err, REMAT_E_INTERNAL,
                          "%s produced a schedule with peak %llu bytes above the limit %llu",
@@ -215,21 +226,6 @@ static int feasible_at(const remat_chain *c, const remat_solve_options *o, uint6
     return st == REMAT_OK;
 }
 
-remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
-                                  remat_error *err) {
-    remat__clear(err);
-    REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
-    remat_solve_options o;
-    remat_solve_options_init(&o);
-    o.memory = REMAT_MAX_BYTES - 1;
-    remat_schedule *s = NULL;
-    REMAT__FORWARD(remat__solve_store_all(c, &o, &s, err));
-    if (peak_bytes) *peak_bytes = s->peak_bytes;
-    if (time) *time = s->time;
-    remat_schedule_free(s);
-    return REMAT_OK;
-}
-
 /* The exact search finds the smallest feasible peak itself when a limit is too
  * small: one solve at the smallest limit that could work says it. */
 static remat_status min_memory_exact(const remat_chain *c, const remat_solve_options *o,
@@ -259,8 +255,19 @@ static remat_status min_memory_exact(const remat_chain *c, const remat_solve_opt
 static remat_status min_memory_search(const remat_chain *c, const remat_solve_options *o,
                                       uint64_t tol, uint64_t *out, double *time,
                                       remat_error *err) {
-    uint64_t hi;
+    const algorithm *al = &algorithms[o->algorithm];
+    if (al->min_memory_cheap) { /* no solves to bisect; one for the time */
+        REMAT__FORWARD(al->min_memory(c, o, out, err));
+        remat_status hard = REMAT_OK;
+        if (!time || feasible_at(c, o, *out, time, &hard, err)) return REMAT_OK;
+        return hard != REMAT_OK ? hard
+                                : remat__fail(err, REMAT_E_INTERNAL,
+                                              "%s: no schedule at its smallest memory %llu",
+                                              al->name, (unsigned long long)*out);
+    }
+    uint64_t hi, top = REMAT_MAX_BYTES - 1; /* no limit above it is accepted */
     REMAT__FORWARD(remat_store_all_cost(c, &hi, NULL, err));
+    if (hi > top) hi = top;
     uint64_t lo = c->input_bytes; /* nothing fits below the input itself */
     if (lo > 0) lo--;
     double steps = 2 + log2((double)(hi > lo ? hi - lo : 1) / (double)(tol ? tol : 1));
@@ -272,9 +279,10 @@ static remat_status min_memory_search(const remat_chain *c, const remat_solve_op
     /* Discretized solvers may need a little more than the store-all peak. */
     while (!feasible_at(c, o, hi, &t, &hard, err)) {
         if (hard != REMAT_OK) return hard;
-        REMAT__RETURN_IF(hi >= REMAT_MAX_BYTES / 2, err, REMAT_E_INFEASIBLE,
-                         "%s finds no schedule at any memory", remat_algorithm_name(o->algorithm));
-        hi = hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
+        REMAT__RETURN_IF(hi == top, err, REMAT_E_INFEASIBLE,
+                         "%s finds no schedule at any memory below 2^53 bytes",
+                         remat_algorithm_name(o->algorithm));
+        hi = hi > top / 2 ? top : hi ? hi * 2 : 1; /* a zero store-all peak must still grow */
     }
     /* invariant: lo infeasible (or below any need), hi feasible with time t */
     for (double k = 0; hi - lo > (tol ? tol : 1); k++) {
@@ -302,9 +310,19 @@ remat_status remat_min_memory(const remat_chain *c, const remat_solve_options *o
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_min_memory: NULL argument");
     REMAT__FORWARD(remat__chain_validate(c, "remat_min_memory", err));
     REMAT__FORWARD(check_options(o, err));
-    if (o->algorithm == REMAT_ALG_OPTIMAL) return remat__min_memory_optimal(c, o, out, err);
-    if (o->algorithm == REMAT_ALG_EXACT) return min_memory_exact(c, o, out, err);
-    return min_memory_search(c, o, 1, out, NULL, err);
+    remat_status st = algorithms[o->algorithm].min_memory
+                          ? algorithms[o->algorithm].min_memory(c, o, out, err)
+                          : min_memory_search(c, o, 1, out, NULL, err);
+    /* A valid chain may need more than any limit remat accepts. */
+    if (st == REMAT_OK && *out >= REMAT_MAX_BYTES) {
+        uint64_t need = *out;
+        *out = 0;
+        st = remat__fail(err, REMAT_E_INFEASIBLE,
+                         "%s: no limit below 2^53 bytes fits; it needs %llu bytes",
+                         remat_algorithm_name(o->algorithm), (unsigned long long)need);
+        err->min_memory = need;
+    }
+    return st;
 }
 
 remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, remat_schedule **out,
@@ -329,7 +347,9 @@ remat_status remat_solve(const remat_chain *c, const remat_solve_options *o, rem
         uint64_t m = 0;
         char keep[REMAT_MESSAGE_MAX];
         remat__strlcpy(keep, err->message, sizeof keep);
-        if (remat_min_memory(c, o, &m, &e2) == REMAT_OK) err->min_memory = m;
+        remat_status ms = remat_min_memory(c, o, &m, &e2);
+        if (ms == REMAT_OK) err->min_memory = m;
+        if (ms == REMAT_E_INFEASIBLE) err->min_memory = e2.min_memory; /* 2^53 or more */
         remat__strlcpy(err->message, keep, sizeof err->message);
         err->status = REMAT_E_INFEASIBLE;
     }
@@ -478,16 +498,10 @@ remat_status remat_curve_compute(const remat_chain *c, const remat_solve_options
     REMAT__RETURN_IF(!c || !o || !out, err, REMAT_E_INPUT, "remat_curve_compute: NULL argument");
     REMAT__FORWARD(remat__chain_validate(c, "remat_curve_compute", err));
     REMAT__FORWARD(check_options(o, err));
-    if (o->algorithm == REMAT_ALG_OPTIMAL)
-        REMAT__FORWARD(remat__curve_optimal(c, o, max_points, out, err));
+    if (algorithms[o->algorithm].curve)
+        REMAT__FORWARD(algorithms[o->algorithm].curve(c, o, max_points, out, err));
     else
         REMAT__FORWARD(curve_by_sweep(c, o, max_points, out, err));
     drop_infinite_points(*out);
     return REMAT_OK;
-}
-
-void remat_curve_free(remat_curve *curve) {
-    if (!curve) return;
-    free(curve->points);
-    free(curve);
 }

@@ -24,3 +24,18 @@ remat_status remat__solve_store_all(const remat_chain *c, const remat_solve_opti
     *out = s;
     return REMAT_OK;
 }
+
+remat_status remat_store_all_cost(const remat_chain *c, uint64_t *peak_bytes, double *time,
+                                  remat_error *err) {
+    remat__clear(err);
+    REMAT__FORWARD(remat__chain_validate(c, "remat_store_all_cost", err));
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.memory = UINT64_MAX; /* a cost, not a solve: no limit (the peak is < 2^62) */
+    remat_schedule *s = NULL;
+    REMAT__FORWARD(remat__solve_store_all(c, &o, &s, err));
+    if (peak_bytes) *peak_bytes = s->peak_bytes;
+    if (time) *time = s->time;
+    remat_schedule_free(s);
+    return REMAT_OK;
+}

@@ -119,6 +119,32 @@ out_has "info store-all peak" 'store-all peak: +1120 bytes'
 out_has "info store-all time" 'store-all time: +31$'
 out_has "info smallest memory" '^smallest memory: +[0-9]+ bytes'
 
+# partial saves and fall_overhead (data/options.json): info lists them, exact
+# uses them ("Fall 1/k"), every algorithm's schedule simulates, and a bad
+# option index is the simulator's error naming the op
+O="$D/options.json"
+run 0 "info with options" "$REMAT" info "$O"
+out_has "info counts the options" '^partial saves: +2 options on 1 stage'
+out_has "info lists an option" '^    Fall 1/1 \(matmuls\): saves 40 B, backward 5'
+out_has "info shows fall_overhead" '^fall overheads: +1 stage set their own'
+run 0 "info without options says nothing of them" "$REMAT" info "$D/tiny.json"
+if ! grep -q 'partial saves' "$T/out"; then ok "no options line for tiny.json"; else bad "options line for tiny.json"; fi
+run 0 "exact with options" "$REMAT" solve "$O" --memory 60 -a exact -o "$T/ox.json"
+if grep -q '"Fall 1/2"' "$T/ox.json"; then ok "exact picks a partial save"; else bad "exact partial save"; cat "$T/ox.json"; fi
+for a in exact optimal revolve sequential store-all; do
+    run 0 "solve $a on options.json" "$REMAT" solve "$O" --memory 150 -a $a -o "$T/o-$a.json"
+    run 0 "its schedule simulates" "$REMAT" simulate "$O" "$T/o-$a.json"
+    out_has "$a schedule with options valid" '"valid": true'
+done
+run 0 "curve with options" "$REMAT" curve "$O" -a exact
+out_has "curve reaches the partial save's 55 bytes" '^55,'
+printf '{"format": "remat-schedule-1", "ops": ["Fall 1/3", "Fall 2", "B 2", "B 1"]}' >"$T/o-bad.json"
+run 2 "bad option index" "$REMAT" simulate "$O" "$T/o-bad.json"
+err_line "bad option message names the op" 'op 0 \(Fall 1/3\): stage 1 has 2 options: there is no option 3'
+printf '{"format": "remat-chain-1", "input_bytes": 1, "stages": [{"fwd_time": 1, "bwd_time": 1, "out_bytes": 2, "saved_bytes": 2, "options": [{"saved_bytes": 1, "bwd_time": 1}]}]}' >"$T/o-badc.json"
+run 2 "option below out_bytes" "$REMAT" info "$T/o-badc.json"
+err_line "bad option field named" 'o-badc.json: stages\[0\].options\[0\].saved_bytes: 1 is less than out_bytes 2'
+
 # bounded time: work estimated above --max-time is refused at once, with the estimate
 R1001=examples/resnet1001-like.json
 run 2 "solve refused above --max-time" "$REMAT" solve "$R1001" --memory 4GiB --max-time 0.0001

@@ -39,7 +39,32 @@ remat_stage test_stage(double fwd, double bwd, uint64_t out, uint64_t saved) {
     return test_stage_full(fwd, bwd, out, saved, out, 0, 0);
 }
 
+/* Partial saves of stage s: each keeps between out_bytes and a little more
+ * than the full save, and its backward takes longer by up to a forward. */
+static void random_options(test_rng *r, const test_chain_spec *spec, size_t most, remat_stage *s,
+                           uint64_t lo, uint64_t mx) {
+    size_t k = (size_t)test_rng_range(r, 0, most);
+    if (k == 0) return;
+    s->options = calloc(k, sizeof *s->options);
+    if (!s->options) { fprintf(stderr, "OOM\n"); exit(3); }
+    s->n_options = k;
+    for (size_t j = 0; j < k; j++) {
+        remat_stage_option *o = &s->options[j];
+        snprintf(o->name, sizeof o->name, "o%zu", j + 1);
+        o->saved_bytes = test_rng_range(r, s->out_bytes, s->saved_bytes + (lo ? 1 : 0));
+        o->bwd_time = s->bwd_time + (spec->int_times ? (double)test_rng_range(r, 0, 10)
+                                                     : s->fwd_time * test_rng_unit(r));
+        o->fall_overhead = test_rng_range(r, 0, mx);
+        o->bwd_overhead = test_rng_range(r, 0, mx);
+    }
+}
+
 remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec) {
+    return test_random_chain_with(r, spec, NULL);
+}
+
+remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
+                                    const test_option_spec *x) {
     remat_stage *st = calloc(spec->n, sizeof *st);
     if (!st) { fprintf(stderr, "OOM\n"); exit(3); }
     uint64_t lo = spec->zero_sizes ? 0 : 1, mx = spec->max_bytes ? spec->max_bytes : 10;
@@ -60,6 +85,11 @@ remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec) {
             s->fwd_overhead = test_rng_range(r, 0, mx);
             s->bwd_overhead = test_rng_range(r, 0, mx);
         }
+        if (x && x->fall_overheads && test_rng_range(r, 0, 1)) {
+            s->has_fall_overhead = 1;
+            s->fall_overhead = test_rng_range(r, 0, mx);
+        }
+        if (x && x->options) random_options(r, spec, x->options, s, lo, mx);
     }
     uint64_t in = test_rng_range(r, lo, mx);
     uint64_t ing = spec->grad_sizes ? test_rng_range(r, lo, mx) : in;
@@ -69,8 +99,20 @@ remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec) {
         fprintf(stderr, "test_random_chain: %s\n", e.message);
         exit(3);
     }
+    for (size_t i = 0; i < spec->n; i++) free(st[i].options); /* the chain has its own copy */
     free(st);
     return c;
+}
+
+int test_same_ops(const remat_schedule *a, const remat_schedule *b) {
+    if (!a || !b) return a == b;
+    if (a->n_ops != b->n_ops) return 0;
+    for (size_t k = 0; k < a->n_ops; k++) {
+        remat_op x = a->ops[k], y = b->ops[k];
+        if (x.kind != y.kind || x.value != y.value || x.index != y.index || x.option != y.option)
+            return 0;
+    }
+    return 1;
 }
 
 void test_ops_text(const remat_schedule *s, const char *sep, char *out, size_t cap) {

@@ -19,6 +19,12 @@ typedef struct test_chain_spec {
     int int_times;       /* nonzero: integer times in [0, 10]; else reals */
 } test_chain_spec;
 
+/* SPEC section 1's optional stage fields, for test_random_chain_with. */
+typedef struct test_option_spec {
+    int fall_overheads;  /* nonzero: about half the stages get a fall_overhead of their own */
+    size_t options;      /* up to this many partial saves per stage (<= REMAT_MAX_OPTIONS) */
+} test_option_spec;
+
 /* A hand-built stage: grad_bytes = out_bytes, no overheads; and with all fields. */
 remat_stage test_stage(double fwd, double bwd, uint64_t out, uint64_t saved);
 remat_stage test_stage_full(double fwd, double bwd, uint64_t out, uint64_t saved, uint64_t grad,
@@ -26,10 +32,18 @@ remat_stage test_stage_full(double fwd, double bwd, uint64_t out, uint64_t saved
 
 /* A random chain; never NULL (aborts the test binary on OOM). Free with remat_chain_free. */
 remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec);
+/* The same with fall_overhead and partial saves as x says (NULL: none, the
+ * chain test_random_chain makes from the same numbers). */
+remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
+                                    const test_option_spec *x);
 
 /* Simulates s on c; returns 1 when valid with peak <= limit and the
  * simulated time within 1e-9 relative of s->time, else prints why and returns 0. */
 int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t limit);
+
+/* 1 when a and b have the same ops, field by field (remat_op has padding,
+ * which memcmp would compare too). */
+int test_same_ops(const remat_schedule *a, const remat_schedule *b);
 
 /* The ops of s as text joined by sep into out (cap bytes, truncated). */
 void test_ops_text(const remat_schedule *s, const char *sep, char *out, size_t cap);

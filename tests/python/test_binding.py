@@ -66,6 +66,20 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(cm.exception.min_memory, peak)
         self.assertIn(str(peak), str(cm.exception))
 
+    def test_algorithms_from_the_library(self):
+        names = remat.algorithms()
+        self.assertEqual(names[0], "optimal")
+        self.assertEqual(len(set(names)), len(names))
+        self.assertEqual(remat.offload_algorithms(),
+                         ("pofo", "offload-only", "opportunist", "autocapper"))
+        c = small_chain()
+        peak, _ = remat.store_all_cost(c)
+        for name in names:  # each is a name solve() takes, offload ones with a link
+            bw = 1e9 if name in remat.offload_algorithms() else None
+            s = remat.solve(c, peak, algorithm=name, bandwidth=bw)
+            self.assertEqual(s.algorithm, name)
+            self.assertTrue(remat.simulate(c, s, bandwidth=bw or 0.0).valid)
+
     def test_simulate_reports_invalid(self):
         c = small_chain()
         s = remat.Schedule.from_ops(["Fall 2", "B 4"])
@@ -94,6 +108,141 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(s2.ops, s.ops)
         self.assertEqual(s2.peak_bytes, s.peak_bytes)
 
+    def test_partial_saves(self):
+        stages = [{"name": "block", "fwd_time": 1, "bwd_time": 2, "out_bytes": 10,
+                   "saved_bytes": 100, "fall_overhead": 3,
+                   "options": [{"name": "matmuls", "saved_bytes": 40, "bwd_time": 5,
+                                "bwd_overhead": 3},
+                               {"saved_bytes": 20, "bwd_time": 6}]},
+                  {"name": "loss", "fwd_time": 1, "bwd_time": 2, "out_bytes": 1,
+                   "saved_bytes": 30}]
+        c = remat.Chain(stages, 5)
+        st = c.stages
+        self.assertEqual(st[0]["fall_overhead"], 3)
+        self.assertEqual(st[0]["options"][0], {"name": "matmuls", "saved_bytes": 40,
+                                               "fall_overhead": 0, "bwd_time": 5.0,
+                                               "bwd_overhead": 3})
+        self.assertEqual(st[0]["options"][1]["name"], "")
+        self.assertNotIn("fall_overhead", st[1])  # only where a stage has it
+        self.assertNotIn("options", st[1])
+        self.assertEqual(remat.Chain.from_json(c.to_json()).stages, st)
+        # the stages given back build the same chain
+        self.assertEqual(remat.Chain(st, 5).to_json(), c.to_json())
+        s = remat.solve(c, 60, algorithm="exact")
+        self.assertIn("Fall 1/2", s.ops)
+        p = remat.plan(c, s)
+        fall = next(x for x in p.steps if x.kind == "Fall" and x.index == 1)
+        back = next(x for x in p.steps if x.kind == "B" and x.index == 1)
+        self.assertEqual((fall.op, fall.option, back.option), ("Fall 1/2", 2, 2))
+        self.assertEqual(remat.Schedule.from_json(s.to_json()).ops, s.ops)
+        r = remat.simulate(c, remat.Schedule.from_ops(["Fall 1/3", "Fall 2", "B 2", "B 1"]))
+        self.assertFalse(r.valid)
+        self.assertIn("no option 3", r.reason)
+        bad = [dict(stages[0], options=[{"saved_bytes": 1, "bwd_time": 1}]), stages[1]]
+        with self.assertRaises(remat.InputError) as cm:
+            remat.Chain(bad, 5)
+        self.assertIn("stages[0].options[0].saved_bytes", str(cm.exception))
+        with self.assertRaises(remat.InputError):
+            remat.Schedule.from_ops(["B 1/1"])
+
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def small_join():
+    """Branch 1: two stages; branch 2: one (tests/test_hjoin.c's hand network)."""
+    b1 = [{"fwd_time": 1, "bwd_time": 2, "out_bytes": 2, "saved_bytes": 3},
+          {"fwd_time": 1, "bwd_time": 1, "out_bytes": 1, "saved_bytes": 2}]
+    b2 = [{"fwd_time": 2, "bwd_time": 2, "out_bytes": 3, "saved_bytes": 4}]
+    return remat.JoinProblem(
+        [{"name": "text", "input_bytes": 4, "input_grad_bytes": 0, "stages": b1},
+         {"name": "image", "input_bytes": 3, "stages": b2}],
+        {"fwd_time": 0.5, "bwd_time": 0.5, "saved_bytes": 1, "fwd_overhead": 2},
+        name="hand", meta={"model": "two towers"})
+
+
+class JoinBindingTest(unittest.TestCase):
+    def test_problem_round_trip(self):
+        j = small_join()
+        self.assertEqual(j.k, 2)
+        self.assertEqual(j.branches[1]["input_grad_bytes"], 3)  # default: input_bytes
+        self.assertEqual(j.branches[0]["stages"][1]["grad_bytes"], 1)
+        self.assertEqual(j.turn["saved_bytes"], 1)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "j.json")
+            j.save(path)
+            doc = json.load(open(path))
+            self.assertEqual(doc["format"], "remat-join-2")
+            self.assertEqual(doc["model"], "two towers")
+            j2 = remat.JoinProblem.load(path)
+        self.assertEqual(j2.branches, j.branches)
+        self.assertEqual(j2.meta, j.meta)
+        import pickle
+        self.assertEqual(pickle.loads(pickle.dumps(j)).to_json(), j.to_json())
+
+    def test_errors_name_the_field(self):
+        with self.assertRaises(remat.InputError) as cm:
+            remat.JoinProblem([{"input_bytes": 1, "stages": []}], {"fwd_time": 0, "bwd_time": 0})
+        self.assertIn("branches[0].stages", str(cm.exception))
+        with self.assertRaises(remat.InputError) as cm:
+            remat.JoinProblem([{"input_bytes": 1, "stages": [{"fwd_time": 1}]}],
+                              {"fwd_time": 0, "bwd_time": 0})
+        self.assertIn("branches[0].stages[0].bwd_time", str(cm.exception))
+        with self.assertRaises(remat.InputError):
+            remat.JoinSchedule.from_ops(["Fck 1"])
+        with self.assertRaises(TypeError):
+            small_join().simulate(remat.Schedule.from_ops(["Fall 1"]))
+
+    def test_solve_simulate_plan(self):
+        j = small_join()
+        peak, t = j.store_all_cost()
+        self.assertEqual((peak, t), (23, 10.0))
+        s = j.solve(peak, slots=0)
+        self.assertEqual(s.ops, ["Fall 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2",
+                                 "B 1.1"])
+        mm = j.min_memory(slots=0)
+        s = j.solve(mm, slots=0)
+        r = j.simulate(s)
+        self.assertTrue(r.valid)
+        self.assertLessEqual(r.peak_bytes, mm)
+        self.assertEqual((r.time, r.peak_bytes), (s.time, s.peak_bytes))
+        p = j.plan(s)
+        self.assertEqual(s.ops[p.turn], "T")
+        turn = p.steps[p.turn]
+        self.assertEqual(turn.kind, "T")
+        self.assertEqual(sorted(b for _, b, _ in turn.reads), [1, 2])
+        self.assertEqual(sorted(turn.creates), [("d", 1, 2), ("d", 2, 1)])
+        self.assertEqual(p.peak_bytes, r.peak_bytes)
+        last = p.steps[-1]
+        self.assertEqual((last.kind, last.index), ("B", 1))
+        self.assertIn(("d", last.branch, 0), last.creates)
+        with self.assertRaises(remat.InfeasibleError) as cm:
+            j.solve(mm - 1, slots=0)
+        self.assertEqual(cm.exception.min_memory, mm)
+        bad = remat.JoinSchedule.from_ops(["Fall 1.1", "T"])
+        self.assertFalse(j.simulate(bad).valid)
+        with self.assertRaises(remat.InputError) as cm:
+            j.plan(bad)
+        self.assertIn("op 1 (T)", str(cm.exception))
+        s2 = remat.JoinSchedule.from_json(s.to_json())
+        self.assertEqual(s2.ops, s.ops)
+
+    def test_curve_and_flat_chain(self):
+        j = small_join()
+        cv = j.curve(slots=0)
+        self.assertEqual(cv.algorithm, "join-optimal")
+        self.assertEqual(cv.min_memory, j.min_memory(slots=0))
+        self.assertEqual(cv.points[-1][1], j.store_all_cost()[1])
+        times = [t for _, t in cv.points]
+        self.assertEqual(times, sorted(times, reverse=True))
+        flat = j.flatten()
+        self.assertIsInstance(flat, remat.Chain)
+        self.assertEqual(flat.n, 4)
+        self.assertEqual(flat.stages[0]["out_bytes"], 2 + 3)  # carries a[2.0]
+        self.assertEqual(j.branch_chain(2).n, 2)
+
+    def test_example_two_towers_beat_the_flat_chain(self):
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "join")
+        j = remat.JoinProblem.load(os.path.join(root, "clip-like.json"))
+        self.assertLess(j.min_memory(), remat.min_memory(j.flatten()))

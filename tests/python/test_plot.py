@@ -190,6 +190,22 @@ class PlotApiTest(unittest.TestCase):
         with open(JOIN) as f:
             self.assertEqual(remat.join_curve(json.load(f)), remat.join_curve(JOIN))
 
+    def test_join2_curves_in_bytes(self):
+        path = os.path.join(EXAMPLES, "join", "clip-like.json")
+        net = remat.JoinProblem.load(path)
+        fig = rp.join(path, compare=True)
+        ax = fig.axes[0]
+        lines = by_gid(ax, "curve")
+        self.assertEqual([line.get_label().split(" (from")[0] for line in lines],
+                         ["join solver", "flat chain (optimal)"])
+        cv = net.curve()
+        self.assertEqual(point(by_gid(ax, "min-memory")[0]), (float(cv.points[0][0]),
+                                                              cv.points[0][1]))
+        peak, base = net.store_all_cost()
+        self.assertEqual(point(by_gid(ax, "store-all")[0]), (float(peak), base))
+        self.assertIn("GiB", ax.get_xlabel())
+        self.assertEqual(len(by_gid(rp.join(net).axes[0], "curve")), 1)
+
 
 @unittest.skipIf(rp is None, "matplotlib is not installed")
 class PlotCommandTest(unittest.TestCase):

@@ -102,8 +102,9 @@ int cli_chain_option(int argc, char **argv, int *i, cli_chain_opts *co) {
         o->exact_no_del = 1;
     } else if (cli_opt(argc, argv, i, "--threads", &v)) {
         NEED("--threads");
-        if (!cli_parse_uint(v, 64, &u))
-            return cli_usage_error("--threads: \"%s\" is not an integer in 0..64", v);
+        if (!cli_parse_uint(v, REMAT_MAX_THREADS, &u))
+            return cli_usage_error("--threads: \"%s\" is not an integer in 0..%u", v,
+                                   REMAT_MAX_THREADS);
         o->threads = (unsigned)u;
     } else if (cli_opt(argc, argv, i, "--max-work", &v)) {
         NEED("--max-work");
@@ -140,19 +141,33 @@ int cli_report_infeasible(const remat_error *e, const remat_solve_options *o) {
     char need[32];
     if (e->min_memory) {
         cli_human_bytes(e->min_memory, need);
-        fprintf(stderr, "remat: %s: no schedule fits in %llu bytes; it needs at least %llu bytes (%s)\n",
-                remat_algorithm_name(o->algorithm), (unsigned long long)o->memory,
-                (unsigned long long)e->min_memory, need);
+        cli_line("%s: no schedule fits in %llu bytes; it needs at least %llu bytes (%s)",
+                 remat_algorithm_name(o->algorithm), (unsigned long long)o->memory,
+                 (unsigned long long)e->min_memory, need);
     } else {
-        fprintf(stderr, "remat: %s\n", e->message);
+        cli_line("%s", e->message);
     }
     return CLI_INFEASIBLE;
 }
 
 int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c) {
+    /* pofo runs without a link (it is then optimal), but only when asked:
+     * a forgotten --bandwidth must not pass silently */
+    if (!co->bandwidth_text && co->solve.algorithm == REMAT_ALG_POFO)
+        return cli_usage_error("pofo needs --bandwidth B, the host link (bytes per time unit or "
+                               "SIZE/s); --bandwidth 0 means no link, and gives optimal's "
+                               "schedule");
     if (!co->bandwidth_text) return CLI_OK;
     co->have_bandwidth = 1;
     return cli_parse_bandwidth(co->bandwidth_text, c, &co->solve.bandwidth);
+}
+
+void cli_print_algorithms(FILE *f) {
+    fprintf(f, "\nalgorithms (-a):\n");
+    for (size_t a = 0; a < remat_algorithm_count(); a++)
+        fprintf(f, "  %-13s %s%s\n", remat_algorithm_name((remat_algorithm)a),
+                remat_algorithm_summary((remat_algorithm)a),
+                remat_algorithm_is_offload((remat_algorithm)a) ? " [offload, -b]" : "");
 }
 
 int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt extra, void *ctx,
@@ -164,6 +179,7 @@ int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt ext
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(help, stdout);
+            cli_print_algorithms(stdout);
             return CLI_OK;
         }
         int rc = extra ? extra(argc, argv, &i, ctx) : -1;

@@ -31,6 +31,8 @@ typedef int (*cli_extra_opt)(int argc, char **argv, int *i, void *ctx);
  * *chain is the loaded chain (free it), or NULL when --help was printed. */
 int cli_chain_command(int argc, char **argv, const char *help, cli_extra_opt extra, void *ctx,
                       cli_chain_opts *co, remat_chain **chain);
+/* The algorithms with a line each, from the library (after a command's help). */
+void cli_print_algorithms(FILE *f);
 /* Parses what needs the chain ("--bandwidth SIZE/s" uses its time unit). */
 int cli_chain_opts_finish(cli_chain_opts *co, const remat_chain *c);
 int cli_parse_bandwidth(const char *text, const remat_chain *c, double *out);
@@ -44,8 +46,7 @@ void cli_progress_start(cli_progress *p, remat_solve_options *o);
 void cli_progress_end(cli_progress *p);
 
 #define CLI_SOLVER_OPTIONS_HELP                                                              \
-    "  -a, --algorithm A    optimal (default), revolve, sequential, store-all, exact,\n"    \
-    "                       pofo, offload-only, opportunist, autocapper\n"                  \
+    "  -a, --algorithm A    one of the algorithms listed below (default optimal)\n"        \
     "  --slots S            optimal: at least S memory slots (default 500; the slot is\n"  \
     "                       the largest power of two <= M/S); 0 = exact bytes\n"           \
     "  --segments K         sequential: K segments (default: the best K that fits)\n"       \
@@ -53,9 +54,11 @@ void cli_progress_end(cli_progress *p);
     "  --revolve-mode MODE  revolve: precise (default), uniform-cost, uniform-memory\n"     \
     "  --no-del             exact: forbid Del (search persistent-like schedules)\n"         \
     "  -b, --bandwidth B    host link, bytes per time unit or SIZE/s (e.g. 12GB/s);\n"      \
-    "                       needed by pofo, offload-only, opportunist, autocapper\n"        \
+    "                       for the offload algorithms (marked below), which need it;\n" \
+    "                       pofo takes 0: no link, which gives optimal's schedule\n"      \
     "  --values N           pofo: memory values of the DP (default 50)\n"                   \
-    "  --threads T          worker threads (default: all cores)\n"                          \
+    "  --threads T          worker threads, 0..1024 (default 0: all cores); at most 64\n"  \
+    "                       run, and estimates count no more than the cores\n"            \
     "  --max-work SIZE      cap on solver tables (default 8GiB); an optimal solve over\n"   \
     "                       it narrows its table by bounds (same schedule, slower)\n"      \
     "  --max-time SECONDS   refuse work estimated to take longer (default 60; 0 = no\n"    \

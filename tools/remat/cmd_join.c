@@ -12,10 +12,16 @@ static const char join_usage[] =
     "usage: remat join PROBLEM [--slots N] [-o FILE]\n"
     "       remat join PROBLEM --curve [--compare] [--format csv|json] [-o FILE]\n"
     "       remat join PROBLEM --compare [--slots N] [--format csv|json]\n"
+    "       remat join JOIN2 --memory M [--slots S] [-o FILE]\n"
+    "       remat join JOIN2 --curve [--compare] [--points K] [--format csv|json] [-o FILE]\n"
+    "       remat join JOIN2 --compare --memory M [--format csv|json]\n"
     "\n"
     "PROBLEM is a \"remat-join-1\" document: k branches of given lengths joined at\n"
-    "the loss, unit-size values, memory in slots.\n"
+    "the loss, unit-size values, memory in slots (papers/join-networks.md).\n"
+    "JOIN2 is a \"remat-join-2\" document: up to 4 branches, each a chain of stages\n"
+    "with sizes in bytes (SPEC section 1), meeting at a turn stage (docs/join.md).\n"
     "\n"
+    "remat-join-1:\n"
     "  (default)    write the optimal \"remat-join-schedule-1\" for the memory\n"
     "  --slots N    memory in slots (default: the problem's \"slots\")\n"
     "  --curve      makespan for every memory from c_min to full storage\n"
@@ -23,7 +29,25 @@ static const char join_usage[] =
     "  --format F   csv (default) or json, for --curve and --compare\n"
     "  -o FILE      write there instead of stdout\n"
     "\n"
-    "Exit status: 0 done, 1 the memory is below c_min, 2 bad input or usage.\n";
+    "remat-join-2:\n"
+    "  (default)    write the \"remat-join-schedule-2\" of the join solver for --memory\n"
+    "  -m, --memory M  the limit in bytes (K/M/G, KiB/MiB/GiB, KB/MB/GB)\n"
+    "  --slots S    at least S memory slots, as optimal (default 500); 0 = exact bytes\n"
+    "  --curve      time against memory from the smallest limit to the store-all peak\n"
+    "               (CSV memory_bytes,memory_mib,time,slowdown)\n"
+    "  --compare    also the same network flattened to one chain (remat_hjoin_flatten:\n"
+    "               the branches one after another, each value carrying what the other\n"
+    "               branches hold), solved by optimal: a flat_chain column with\n"
+    "               --curve, or one row each at --memory\n"
+    "  --points K   at most K points of the curve\n"
+    "  --format F   csv (default) or json\n"
+    "  --max-work SIZE, --max-time SECONDS, --threads T, --progress, --quiet\n"
+    "               as for remat solve: the table is sized and its time estimated\n"
+    "               before any work, and refused past the limits (exit 2)\n"
+    "  -o FILE      write there instead of stdout\n"
+    "\n"
+    "Exit status: 0 done, 1 the memory is below c_min (remat-join-1) or the smallest\n"
+    "limit (remat-join-2; the message gives it), 2 bad input or usage.\n";
 
 typedef struct join_args {
     const char *problem, *out, *format;
@@ -84,7 +108,7 @@ static int parse_args(int argc, char **argv, join_args *a) {
 static int fail(const char *path, remat_status s, const remat_error *e) {
     const char *msg = e->message[0] ? e->message : remat_status_name(s);
     if (strncmp(msg, path, strlen(path)) == 0) return cli_report(s, e);
-    fprintf(stderr, "remat: %s: %s\n", path, msg);
+    cli_line("%s: %s", path, msg);
     return cli_exit_code(s);
 }
 
@@ -166,19 +190,58 @@ static int run_compare(const join_args *a, const remat_join_problem *p, uint64_t
                  "algorithm,slots,makespan,peak_slots,ratio\n"
                  "join-optimal,%llu,%s,%llu,1\nequiv-chain,%llu,%s,%s,%s\n",
                  cs, m1, p1, cs, m2, pk2, ratio);
-    if (!eq) fprintf(stderr, "remat: note: EQUIV-CHAIN does not fit: %s\n", e.message);
+    if (!eq) cli_line("note: EQUIV-CHAIN does not fit: %s", e.message);
     remat_join_schedule_free(opt);
     remat_join_schedule_free(eq);
     return cli_write_output(a->out, text);
 }
 
+/* The PROBLEM argument: the first one that is neither an option nor the
+ * value of one. */
+static const char *problem_arg(int argc, char **argv) {
+    static const char *const with_value[] = {"-o", "--output", "--format", "--slots", "--memory",
+                                             "-m", "--max-work", "--max-time", "--threads",
+                                             "--points"};
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-' || !argv[i][1]) return argv[i];
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            if (strcmp(argv[i], with_value[k]) == 0) i++;
+    }
+    return NULL;
+}
+
+/* --memory only applies to remat-join-2: a document that is not remat-join-1
+ * is then reported as a remat-join-2 one. */
+static int has_memory_option(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--memory", 8) == 0 || strcmp(argv[i], "-m") == 0) return 1;
+    return 0;
+}
+
 int cmd_join(int argc, char **argv) {
+    /* The problem is read once (it may be a pipe); its format picks the model. */
+    const char *path = problem_arg(argc, argv);
+    char *doc = NULL;
+    size_t len = 0;
+    if (path && remat_read_file(path, &doc, &len, NULL) == REMAT_OK &&
+        (remat_hjoin_is_json(doc, len) ||
+         (!remat_join_is_problem_json(doc, len) && has_memory_option(argc, argv)))) {
+        int rc = cli_hjoin(argc, argv, path, doc, len);
+        remat_free(doc);
+        return rc;
+    }
     join_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (rc) {
+        remat_free(doc);
+        return rc < 0 ? CLI_OK : rc;
+    }
     remat_join_problem p;
     remat_error e;
-    remat_status s = remat_join_problem_load(a.problem, &p, &e);
+    remat_status s = doc && strcmp(path, a.problem) == 0
+                         ? remat_join_problem_from_json(doc, len, a.problem, &p, &e)
+                         : remat_join_problem_load(a.problem, &p, &e);
+    remat_free(doc);
     if (s != REMAT_OK) return fail(a.problem, s, &e);
     if (a.curve) return run_curve(&a, &p);
     uint64_t c = a.slots ? a.slots : p.slots;
@@ -225,12 +288,12 @@ int cli_simulate_join(const char *problem_path, const char *problem_text, size_t
     if (r.valid) {
         printf("{\"valid\": true, \"time\": %s, \"makespan\": %s, \"peak_slots\": %llu}\n", t, t,
                (unsigned long long)r.peak_slots);
-        return fflush(stdout) == 0 ? CLI_OK : CLI_BAD_INPUT;
+        return CLI_OK; /* a lost write is reported on the way out (main.c) */
     }
     printf("{\"valid\": false, \"failed_op\": %zu, \"reason\": \"", r.failed_op);
     put_escaped(stdout, r.reason);
     printf("\", \"time\": %s, \"peak_slots\": %llu}\n", t, (unsigned long long)r.peak_slots);
     fflush(stdout);
-    fprintf(stderr, "remat: %s: invalid schedule: %s\n", schedule_path, r.reason);
+    cli_line("%s: invalid schedule: %s", schedule_path, r.reason);
     return CLI_BAD_INPUT;
 }

@@ -1,5 +1,5 @@
 /* remat simulate CHAIN SCHEDULE [--bandwidth B]
- * remat simulate PROBLEM JOIN-SCHEDULE (join problems, see cmd_join.c) */
+ * remat simulate PROBLEM JOIN-SCHEDULE (join problems, see cmd_join.c, cmd_hjoin.c) */
 #include <string.h>
 
 #include "cli_common.h"
@@ -10,7 +10,8 @@ static const char help[] =
     "\n"
     "Replays the schedule on the chain by the model's rules and prints\n"
     "{\"valid\": true, \"time\": ..., \"peak_bytes\": ...}, or says which op fails and why\n"
-    "(exit 2). With a remat-join-1 problem, checks a join schedule instead.\n"
+    "(exit 2). With a remat-join-1 or remat-join-2 problem, checks a join schedule\n"
+    "instead (remat-join-2: {\"valid\": true, \"time\": ..., \"peak_bytes\": ...}).\n"
     "\n"
     "options:\n"
     "  -b, --bandwidth B    host link for Off/Pre/Wait, bytes per time unit or SIZE/s;\n"
@@ -49,8 +50,9 @@ int cmd_simulate(int argc, char **argv) {
     if (st != REMAT_OK) return cli_report(st, &e);
     remat_chain *c = NULL;
     int rc;
-    if (remat_join_is_problem_json(text, len)) {
-        rc = cli_simulate_join(paths[0], text, len, paths[1]);
+    if (remat_join_is_problem_json(text, len) || remat_hjoin_is_json(text, len)) {
+        rc = remat_hjoin_is_json(text, len) ? cli_simulate_hjoin(paths[0], text, len, paths[1])
+                                            : cli_simulate_join(paths[0], text, len, paths[1]);
         remat_free(text);
         return rc;
     }

@@ -13,6 +13,10 @@ static const char help[] =
     "  -m, --memory M       the memory limit (required)\n" CLI_SOLVER_OPTIONS_HELP
     "  -o, --output FILE    write the schedule there instead of stdout\n"
     "\n"
+    "A chain's partial saves (stage \"options\") appear in schedules as \"Fall i/k\";\n"
+    "exact uses them, the other algorithms save all (docs/formats.md). Every\n"
+    "algorithm counts a stage's fall_overhead for its Fall ops.\n"
+    "\n"
     "Exit status: 0 done, 1 no schedule fits (the message gives the smallest memory\n"
     "that would), 2 bad input or usage.\n";
 

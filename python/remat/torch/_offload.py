@@ -54,12 +54,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
+import remat
+
 from ._tensors import FreeKey, free_key
 
 Ref = Tuple[str, int]
 OFFLOAD_OPS = ("Off", "Pre", "Wait")
 # libremat's solvers whose schedules move values to the host (docs/offload.md).
-OFFLOAD_ALGORITHMS = ("pofo", "offload-only", "opportunist", "autocapper")
+OFFLOAD_ALGORITHMS = remat.offload_algorithms()
 
 
 def _bytes_of(storage: Any, device: torch.device) -> torch.Tensor:
