@@ -1,6 +1,7 @@
 """Runs the Python tests with pytest and prints the suite's closing line
 "N passed, N failed" (", N skipped" when some were). Arguments go to pytest
-(e.g. -k gpt2). The suite runner sets REMAT_LIB and PYTHONPATH."""
+(e.g. -k gpt2); without a test file or folder among them, every test here
+runs. The suite runner sets REMAT_LIB and PYTHONPATH."""
 import os
 import sys
 
@@ -24,7 +25,9 @@ class _Count:
 
 def main() -> int:
     count = _Count()
-    rc = pytest.main(["-q", "-p", "no:cacheprovider", "-rs", HERE] + sys.argv[1:],
+    args = sys.argv[1:]
+    paths = [a for a in args if not a.startswith("-") and os.path.exists(a.split("::")[0])]
+    rc = pytest.main(["-q", "-p", "no:cacheprovider", "-rs"] + ([] if paths else [HERE]) + args,
                      plugins=[count])
     line = "%d passed, %d failed" % (count.passed, count.failed + (1 if rc not in (0, 1, 5)
                                                                    else 0))

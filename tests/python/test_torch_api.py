@@ -13,8 +13,8 @@ from torch import nn
 import models as M
 import remat
 import remat.torch as rt
-from torchkit import assert_same, copies, loss_of, measured_peak, same_step, state, step, \
-    two_backwards, wrap, zero_grads
+from torchkit import assert_same, copies, fraction_at, limit_at, loss_of, measured_peak, \
+    recomputes, same_step, state, step, two_backwards, wrap, zero_grads
 
 
 @pytest.fixture(scope="module")
@@ -23,10 +23,14 @@ def gpt():
     return M.gpt2(layers=2, width=64, seq=32)
 
 
-def wrapped(example, memory=0.7, **kw):
+def wrapped(example, t=0.3, **kw):
+    """(plain model, wrapped copy, args, kwargs), the copy solved for the
+    limit t of the way from its smallest to plain autograd's peak."""
     model, args, kwargs = example
     ref, base = copies(model)
-    return ref, wrap(base, args, kwargs, memory=memory, **kw), args, kwargs
+    w = wrap(base, args, kwargs, **kw)
+    limit_at(w, t)
+    return ref, w, args, kwargs
 
 
 def test_same_state_dict_parameters_and_training_flags(gpt):
@@ -76,13 +80,16 @@ def test_keyword_order_and_positional_mix(gpt):
 
 
 def test_to_double_after_wrapping_profiles_again_and_stays_exact(gpt):
-    ref, w, args, kwargs = wrapped(gpt, memory=0.6)
+    model, args, kwargs = gpt
+    ref, base = copies(model)
+    w = wrap(base, args, kwargs)
+    w.set_memory(fraction_at(0.3, w, wrap(copy.deepcopy(model).double(), args, kwargs)))
     ref.double()
     w.double()
     same_step(ref, w, args, kwargs)
     assert len(w._remat_entries) == 2
     e = w.last_entry
-    assert e.chain.stages[1]["out_bytes"] > 0
+    assert e.chain.stages[1]["out_bytes"] > 0 and recomputes(e.schedule)
     peak = measured_peak(w, args, kwargs)
     assert peak <= e.limit
 
@@ -160,7 +167,9 @@ def test_double_backward_is_refused_not_wrong(gpt):
 def test_input_mutated_before_backward_is_refused():
     model, args, kwargs = M.bert(layers=2, width=64, seq=32)
     mask = kwargs["attention_mask"].clone()
-    w = wrap(model, args, {"attention_mask": mask}, memory=0.7)
+    w = wrap(model, args, {"attention_mask": mask})
+    limit_at(w, 0.3)
+    assert recomputes(w.last_entry.schedule)
     out = w(*args, attention_mask=mask)
     mask[1, :4] = 0  # changed after the forward: the recomputation would see it
     with pytest.raises(rt.RematRuntimeError, match="modified in place"):
@@ -192,8 +201,9 @@ def test_pickle_of_chain_and_schedule_travels():
 
 def test_new_batch_size_is_profiled_and_limit_holds(gpt):
     model, args, kwargs = gpt
-    w = wrap(copy.deepcopy(model), args, kwargs, memory=0.7)
     big = torch.cat([args[0]] * 4)
+    w = wrap(copy.deepcopy(model), args, kwargs)
+    w.set_memory(fraction_at(0.3, w, wrap(copy.deepcopy(model), (big,), {"labels": big})))
     zero_grads(w)
     peak = measured_peak(w, (big,), {"labels": big})
     e = w.last_entry
@@ -213,7 +223,10 @@ def test_autocast_is_replayed_and_profiled():
     torch.manual_seed(0)
     model, args, kwargs = M.gpt2(layers=2, width=64, seq=32)
     ref, base = copies(model)
-    w = wrap(base, args, kwargs, memory=0.7)
+    w = wrap(base, args, kwargs)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        probe = wrap(copy.deepcopy(model), args, kwargs)
+    w.set_memory(fraction_at(0.3, w, probe))
     fp32 = w.last_entry
     for m in (ref, w):
         zero_grads(m)
@@ -223,21 +236,26 @@ def test_autocast_is_replayed_and_profiled():
         out.loss.backward()
     assert_same(state(ref), state(w))
     bf16 = w.last_entry
-    assert bf16 is not fp32
+    assert bf16 is not fp32 and recomputes(bf16.schedule)
     assert bf16.chain.stages[2]["saved_bytes"] < fp32.chain.stages[2]["saved_bytes"]
 
 
+@pytest.mark.kernels
 def test_dropout_and_batchnorm_as_plain():
     torch.manual_seed(0)
     model, args, kwargs = M.resnet50(image=32)
     ref, base = copies(model)
-    w = wrap(base, args, kwargs, memory=0.7)
+    w = wrap(base, args, kwargs)
+    limit_at(w, 0.3)
+    assert recomputes(w.last_entry.schedule)
     for _ in range(2):
         same_step(ref, w, args, kwargs)
     torch.manual_seed(0)
     model, args, kwargs = M.gpt2(layers=2, width=64, seq=32)  # dropout 0.1 everywhere
     ref, base = copies(model)
-    w = wrap(base, args, kwargs, memory=0.7)
+    w = wrap(base, args, kwargs)
+    limit_at(w, 0.3)
+    assert recomputes(w.last_entry.schedule)
     same_step(ref, w, args, kwargs)
 
 

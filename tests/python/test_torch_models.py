@@ -3,6 +3,8 @@ gradients (and BatchNorm statistics, dropout masks), and at three limits from
 the smallest feasible to plain autograd's peak, a measured peak within the
 limit and within 2% of the prediction (5% on the module path, whose
 epilogue is calibrated from whole steps)."""
+import os
+
 import pytest
 import torch
 
@@ -10,10 +12,21 @@ import models as M
 import remat
 import remat.torch as rt
 from remat.torch._tensors import dense_bytes
-from torchkit import copies, limits, measured_peak, same_step, state, step, wrap
+from torchkit import copies, limit_at, limits, measured_peak, recomputes, same_step, state, step, \
+    wrap
 
-MODELS = ["gpt2", "llama", "bert", "t5", "vit", "resnet50", "densenet121", "unet", "pairnet",
-          "llama/modules"]
+PLAIN = os.environ.get("REMAT_TEST_KERNELS") == "plain"
+# The prediction keeps a stage's output until the stage's backward (it is part
+# of abar[i]); autograd frees it after the next stage's backward when only that
+# stage saved it (a convolution before a BatchNorm). U-Net's peak is such a
+# convolution's backward on ATen's kernels, whose im2col workspace is 1.2 MB:
+# predicted 4 % high there (its output's 64 KiB), never low.
+OVER = pytest.mark.xfail(PLAIN, strict=True, reason="predicted 4 % high: a stage's output "
+                         "counted until its own backward")
+MODELS = ["gpt2", "llama", "bert", "t5", pytest.param("vit", marks=pytest.mark.kernels),
+          pytest.param("resnet50", marks=pytest.mark.kernels),
+          pytest.param("densenet121", marks=pytest.mark.kernels),
+          pytest.param("unet", marks=[pytest.mark.kernels, OVER]), "pairnet", "llama/modules"]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -70,6 +83,7 @@ def test_tied_embedding_gradient_held_in_the_backward_only():
     assert measured_peak(w, args, kwargs) <= low
 
 
+@pytest.mark.kernels
 def test_unet_skips_leave_little_to_save():
     """No boundary falls inside a long skip connection, so the smallest
     feasible memory stays close to plain autograd's."""
@@ -203,6 +217,7 @@ def test_optimal_takes_the_fastest_schedule_that_fits_with_a_tied_gradient():
     assert measured_peak(w, args, kwargs) <= low["optimal"]
 
 
+@pytest.mark.kernels
 def test_whisper_encoder_output_made_again_by_its_stage():
     """Whisper's encoder ends in a norm whose output only the decoder reads
     (held): the recomputation of its stage returns a[j] without it, so it
@@ -250,12 +265,14 @@ def test_use_cache_config_trains_without_the_cache():
     model.config.use_cache = True
     ref, base = copies(model)
     with pytest.warns(UserWarning, match="use_cache=False"):
-        w = rt.checkpoint(base, args, kwargs, memory=0.5, cache=False, repeat=1, progress=False)
+        w = rt.checkpoint(base, args, kwargs, memory=1.0, cache=False, repeat=1, progress=False)
     assert w.last_entry.info["path"] == "graph"
+    limit_at(w, 0.3)
     same_step(ref, w, args, kwargs)
     assert w(*args, **kwargs).past_key_values is None
 
 
+@pytest.mark.kernels
 def test_compiled_stages():
     """compile=True runs each stage's graph compiled by torch.compile and
     profiles it compiled: the step stays within the limit, the prediction
@@ -263,8 +280,10 @@ def test_compiled_stages():
     torch.manual_seed(0)
     model, args, kwargs = M.gpt2(layers=2, width=64, seq=32, dropout=0.0)
     ref, base = copies(model)
-    w = wrap(base, args, kwargs, memory=0.7, compile=True)
+    w = wrap(base, args, kwargs, compile=True)
+    limit_at(w, 0.3)
     e = w.last_entry
+    assert recomputes(e.schedule)
     assert e.info["path"] == "graph"
     # every stage but the embedding (it makes a held value) was compiled; those
     # not made faster so run eager again, and the profile says which
@@ -294,6 +313,7 @@ def test_compiled_stages_slower_than_eager_run_eager():
     assert faster_eager(compiled, eager, [0, 1, 2, 4]) == [1, 4]
 
 
+@pytest.mark.kernels
 def test_compiled_stage_choice_is_cached(tmp_path, monkeypatch):
     """The stages that run eager under compile=True are part of the cached
     profile: a second wrap reads them instead of profiling again. (Every

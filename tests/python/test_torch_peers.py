@@ -9,17 +9,20 @@ import sys
 import pytest
 import torch
 
+# A guard against a hang, not a speed claim: a slow or busy CPU takes minutes
+# (31 s on a busy 2-core host, past 45 s there with ATEN_CPU_CAPABILITY=default).
+TIMEOUT = 600
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "bench", "torch_peers.py")
 
 
-def run(*args, timeout):
+def run(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=TIMEOUT)
 
 
 def test_quick_gpt2(tmp_path):
-    p = run("--quick", "--models", "gpt2", "--threads", "1", "--out", str(tmp_path), timeout=45)
+    p = run("--quick", "--models", "gpt2", "--threads", "1", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
     with open(tmp_path / "torch_peers_gpt2.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -42,7 +45,7 @@ def test_quick_gpt2(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
 def test_cuda_without_cuda_fails_cleanly(tmp_path):
-    p = run("--device", "cuda", "--models", "gpt2", "--out", str(tmp_path), timeout=45)
+    p = run("--device", "cuda", "--models", "gpt2", "--out", str(tmp_path))
     assert p.returncode == 2
     assert "CUDA is not available" in p.stderr and "Traceback" not in p.stderr
     assert not os.listdir(tmp_path)

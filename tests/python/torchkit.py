@@ -3,6 +3,7 @@ comparison with plain autograd, the limits to test at, measured peaks."""
 from __future__ import annotations
 
 import copy
+import os
 import warnings
 from typing import Any, Dict, List, Tuple
 
@@ -12,6 +13,10 @@ import remat
 import remat.torch as rt
 
 torch.set_num_threads(2)
+# REMAT_TEST_KERNELS=plain (conftest.py): convolutions by ATen's own kernels,
+# not oneDNN's. Set here too for the processes the tests spawn.
+if os.environ.get("REMAT_TEST_KERNELS") == "plain":
+    torch.backends.mkldnn.enabled = False
 
 
 def wrap(model: torch.nn.Module, args: tuple, kwargs: dict, memory: Any = 1.0,
@@ -104,17 +109,63 @@ def measured_peak(model: torch.nn.Module, args: tuple, kwargs: dict) -> int:
     return m.peak
 
 
+def _smallest(w: rt.RematModule, algorithm: str, bandwidth: Any) -> int:
+    """The smallest limit w accepts for its input (w is left unsolved)."""
+    try:
+        w.set_memory(1, algorithm=algorithm, bandwidth=bandwidth)
+    except remat.InfeasibleError as err:
+        return int(err.min_memory)
+    return 1
+
+
+def bounds(w: rt.RematModule, algorithm: str = "optimal", bandwidth: Any = None
+           ) -> Tuple[int, int]:
+    """(the smallest limit w accepts, plain autograd's predicted peak) for
+    w's one prepared input, as the public API gives them. Both depend on the
+    CPU's kernels (their workspaces: ResNet-50's smallest limit is 0.86 of
+    plain with oneDNN on one CPU, 0.45 without), so tests take their limits
+    from these, never as fixed fractions of plain. w keeps its settings."""
+    cfg = w.remat_config
+    memory, before = cfg.memory, cfg.algorithm
+    low = _smallest(w, algorithm, bandwidth)
+    w.set_memory(memory, algorithm=before)
+    return low, w.last_entry.plain_peak
+
+
+def between(low: int, plain: int, t: float) -> int:
+    """The limit t of the way from `low` (t = 0) to `plain` (t = 1)."""
+    return low + int(t * (plain - low))
+
+
+def limit_at(w: rt.RematModule, t: float, algorithm: str = "optimal",
+             bandwidth: Any = None) -> int:
+    """Solves w for the limit t of the way from its smallest accepted one
+    (t = 0) to plain autograd's peak (t = 1), and returns it."""
+    low = _smallest(w, algorithm, bandwidth)
+    limit = between(low, w.last_entry.plain_peak, t)
+    w.set_memory(limit, algorithm=algorithm, bandwidth=bandwidth)
+    return limit
+
+
+def fraction_at(t: float, *ws: rt.RematModule) -> float:
+    """A fraction of plain autograd's peak (memory=float: of each input's
+    own) t of the way from the smallest to plain for whichever of ws (one
+    prepared input each, e.g. the inputs a test will feed one module) needs
+    the most, so that every one of them accepts it."""
+    need = max(low / plain for low, plain in map(bounds, ws))
+    return need + t * (1 - need)
+
+
 def limits(w: rt.RematModule, algorithm: str = "optimal") -> List[int]:
     """Three limits: the smallest feasible one, halfway, plain autograd's peak."""
-    e = w.last_entry
-    plain = e.plain_peak
-    try:
-        w.set_memory(1, algorithm=algorithm)
-    except remat.InfeasibleError as err:
-        low = err.min_memory
-    else:
-        low = 1
-    return sorted({low, (low + plain) // 2, plain})
+    low, plain = bounds(w, algorithm)
+    return sorted({low, between(low, plain, 0.5), plain})
+
+
+def recomputes(sched: "remat.Schedule") -> bool:
+    """Whether the schedule runs some stage's forward more than once."""
+    fwd = [op.split()[1].split("/")[0] for op in sched.ops if op.startswith("F")]
+    return len(fwd) > len(set(fwd))
 
 
 def copies(model: torch.nn.Module) -> Tuple[torch.nn.Module, torch.nn.Module]:

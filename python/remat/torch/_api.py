@@ -92,6 +92,15 @@ class RematModule(nn.Module):
     .config, .generate) to the model. Build it with remat.torch.checkpoint().
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "RematModule":
+        # Each model class gets a subclass whose forward shows that class's
+        # signature, for the tools that read it from the class (Trainer).
+        # (No arguments: pickle and deepcopy, which keep the class.)
+        model = args[0] if args else kwargs.get("model")
+        if cls is RematModule and model is not None:
+            cls = _signed_class(type(model))
+        return super().__new__(cls)
+
     def __init__(self, model: nn.Module, config: Config) -> None:
         super().__init__()
         object.__setattr__(self, "_remat_model", model)
@@ -478,6 +487,54 @@ class _CallerMeter:
 # Below this, what the caller's loss takes is the small tensors the step
 # reserve already counts (_measure.RESERVE: the loss scalar, its seed).
 CALLER_MIN = 4096
+
+
+# -- the model's signature -------------------------------------------------------------
+#
+# Trainer keeps the dataset columns that model.forward's signature names and
+# finds the labels by the signature of type(model).forward; PEFT and
+# accelerate read it too. RematModule.forward(*args, **kwargs) would hide it,
+# so checkpoint() returns an instance of a subclass made once per model class,
+# whose forward carries that class's signature (inspect.signature sees it on
+# the instance and on the class) and runs RematModule.forward.
+
+_SIGNED: Dict[type, Type[RematModule]] = {}
+
+
+def _signed_class(model_cls: type) -> Type[RematModule]:
+    """RematModule's subclass for models of model_cls (RematModule itself
+    when that class's forward has no signature to show)."""
+    cls = _SIGNED.get(model_cls)
+    if cls is not None:
+        return cls
+    try:
+        sig = inspect.signature(model_cls.forward)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return RematModule
+
+    def forward(self: RematModule, *args: Any, **kwargs: Any) -> Any:
+        return RematModule.forward(self, *args, **kwargs)
+
+    forward.__signature__ = sig  # type: ignore[attr-defined]
+    forward.__qualname__ = "RematModule.forward"
+    forward.__doc__ = getattr(model_cls.forward, "__doc__", None)  # type: ignore[attr-defined]
+    cls = type("RematModule", (RematModule,), {
+        "forward": forward, "__reduce_ex__": _reduce_signed, "__module__": __name__,
+        "__qualname__": "RematModule", "__doc__": RematModule.__doc__,
+        "_remat_signed_for": model_cls})
+    _SIGNED[model_cls] = cls
+    return cls
+
+
+def _reduce_signed(self: RematModule, protocol: int) -> Tuple[Any, ...]:
+    """pickle and deepcopy: the subclass is made again from the model's class
+    (it has no importable name of its own), then __setstate__."""
+    return (_new_signed, (type(self).__dict__["_remat_signed_for"],), self.__getstate__())
+
+
+def _new_signed(model_cls: type) -> RematModule:
+    cls = _signed_class(model_cls)
+    return nn.Module.__new__(cls)
 
 
 def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optional[Kwargs] = None,
