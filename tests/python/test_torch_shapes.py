@@ -21,7 +21,7 @@ import remat
 import remat.torch as rt
 from remat.torch import _shapes
 from remat.torch._graph.sizes import _compile
-from torchkit import copies, limits, measured_peak, same_step, step, wrap, zero_grads
+from torchkit import copies, fraction_at, limits, measured_peak, same_step, step, wrap, zero_grads
 
 VOCAB = 512
 
@@ -220,13 +220,9 @@ def test_module_path_profiles_once_per_bucket():
 def test_a_fraction_is_of_the_largest_input_prepared():
     model, ids = neox(seq=32)
     big = torch.cat([ids, ids])
-    # a fraction halfway from the smallest limit to plain autograd's peak,
-    # for whichever of the two inputs needs more
-    need = 0.0
-    for x in (ids, big):
-        low, _, plain = limits(wrap(copies(model)[0], (x,), {"labels": x}))
-        need = max(need, low / plain)
-    frac = need + 0.5 * (1 - need)
+    # halfway from the smallest limit to plain autograd's peak, for
+    # whichever of the two inputs needs more
+    frac = fraction_at(0.5, *(wrap(copies(model)[0], (x,), {"labels": x}) for x in (ids, big)))
     w = wrap(model, (ids,), {"labels": ids}, memory=frac)
     first = w.last_entry
     assert first.limit == int(frac * first.plain_peak)
