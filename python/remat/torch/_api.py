@@ -144,8 +144,8 @@ class RematModule(nn.Module):
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         # captured graphs and libremat handles: rebuilt on use
-        for k in [k for k in state if k.startswith("_remat_") and k not in KEPT]:
-            del state[k]
+        for k in PER_INPUT:
+            state.pop(k, None)
         state["last_entry"] = None
         return state
 
@@ -415,7 +415,11 @@ class RematModule(nn.Module):
         return lines
 
 
-KEPT = ("_remat_model",)  # kept by copies and pickles (the rest is rebuilt on use)
+# What _remat_reset rebuilds: dropped by copies and pickles (the rest, a
+# subclass's own state included, is kept).
+PER_INPUT = ("_remat_entries", "_remat_sigs", "_remat_shapes", "_remat_last_key",
+             "_remat_peak", "_remat_warned", "remat_counts", "_remat_caller", "_remat_meter",
+             "_remat_with_loss")
 
 
 class _WithLoss(nn.Module):
