@@ -286,7 +286,7 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     options = []
     if run.partial_saves and enabled() and saved_bytes > a_bytes:
         options = _partial_saves(run, n, device, outputs_held, loss_output,
-                                 statistics.median(f_ms))
+                                 statistics.median(f_ms), statistics.median(b_ms))
     with PeakMeter(device) as m:
         run.fwd(False)  # Fn / Fck in a recomputation
     ovh_none = m.peak - a_bytes - held_out
@@ -326,9 +326,12 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
 
 
 def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: bool,
-                   loss_output: bool, fwd_ms: float) -> List[Dict[str, Any]]:
+                   loss_output: bool, fwd_ms: float, bwd_ms: float) -> List[Dict[str, Any]]:
     """The chain options of a stage: every partial save of SAVES, in order,
-    measured (see the module docstring). A "matmuls" save that finds no
+    measured (see the module docstring). An option's B is the full save's B
+    plus what it makes again, so its time is at least bwd_ms (one measured
+    below it is noise, and would keep the solver from storing everything
+    at plain autograd's memory). A "matmuls" save that finds no
     matmul keeps what "input" keeps, and is that one under its own name."""
     out: Dict[str, Dict[str, Any]] = {}
     for name in reversed(SAVES):  # "input" first: "matmuls" may be the same
@@ -370,7 +373,7 @@ def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: 
         extra = max(0.0, statistics.median(f_ms) - fwd_ms)  # recording the kept outputs
         out[name] = {"name": name, "saved_bytes": int(saved_bytes),
                      "fall_overhead": int(max(0, fwd_peak - saved_bytes - held_out)),
-                     "bwd_time": statistics.median(b_ms) + extra,
+                     "bwd_time": max(bwd_ms, statistics.median(b_ms) + extra),
                      "bwd_overhead": int(max(0, bwd_peak - d_bytes))}
     return [out[name] for name in SAVES]
 
