@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import remat
 
@@ -14,6 +14,7 @@ CacheSetting = Union[bool, str, "os.PathLike[str]", None]
 
 CAPTURES = ("auto", "graph", "modules")
 ON_NEW_INPUT = ("profile", "error")
+ON_INFEASIBLE = ("error", "fallback")
 
 
 @dataclasses.dataclass
@@ -31,10 +32,18 @@ class Config:
     capture: str = "auto"
     bandwidth: Bandwidth = None
     compile: bool = False
+    on_infeasible: str = "error"
+    loss: Optional[Callable[..., Any]] = None
 
     def __post_init__(self) -> None:
         if self.on_new_input not in ON_NEW_INPUT:
             raise ValueError("remat.torch.checkpoint: on_new_input must be 'profile' or 'error'")
+        if self.on_infeasible not in ON_INFEASIBLE:
+            raise ValueError("remat.torch.checkpoint: on_infeasible must be 'error' or "
+                             "'fallback'")
+        if self.loss is not None and not callable(self.loss):
+            raise TypeError("remat.torch.checkpoint: loss must be a callable (output, "
+                            "*loss_args) -> scalar tensor, or None")
         if self.capture not in CAPTURES:
             raise ValueError("remat.torch.checkpoint: capture must be 'auto', 'graph' or "
                              "'modules'")

@@ -148,10 +148,10 @@ def enable(model: nn.Module, memory: Memory = "8GiB", algorithm: str = "optimal"
     an input to capture, profile and solve for now; without one, the first
     training call prepares its input. options: checkpoint()'s keyword
     options (slots, segments, max_stages, repeat, cache, progress,
-    on_new_input, capture, bandwidth, compile). Enabling an enabled model
-    replaces its settings (its profiles are dropped). A model already
-    using Hugging Face's gradient checkpointing is refused: remat chooses
-    what to recompute itself.
+    on_new_input, capture, bandwidth, compile, on_infeasible, loss).
+    Enabling an enabled model replaces its settings (its profiles are
+    dropped). A model already using Hugging Face's gradient checkpointing
+    is refused: remat chooses what to recompute itself.
     """
     if not isinstance(model, nn.Module):
         raise TypeError("remat.torch.enable: model must be a torch.nn.Module, not %s"

@@ -192,6 +192,18 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
             "held_outputs": int(held_out), "fall_overhead": int(max(0, ovh_keep))}
 
 
+def sizes_only(run: StageProbe, outputs_held: bool = False, loss_output: bool = False
+               ) -> Dict[str, Any]:
+    """measure()'s sizes of one stage (out_bytes, saved_bytes, grad_bytes,
+    held_outputs) from one forward, without timing or temporaries: the
+    symbolic size pass (_graph/sizes.py) runs it on FakeTensors whose sizes
+    are polynomials in the input's dimensions."""
+    res = run.fwd(True)
+    a_bytes, saved_bytes, grad_bytes, held_out = _sizes(res, outputs_held, loss_output)
+    return {"name": run.name, "out_bytes": a_bytes, "saved_bytes": saved_bytes,
+            "grad_bytes": grad_bytes, "held_outputs": held_out}
+
+
 def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool
            ) -> Tuple[int, int, int, int]:
     """(a[i], abar[i], d[i], bytes of held outputs) of a forward's result."""
@@ -203,4 +215,6 @@ def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool
     # The gradient the caller's loss sends into the outputs; none when the
     # model returns its loss (backward starts from that scalar).
     grad_bytes = 0 if outputs_held and loss_output else dense_bytes(res.a)
-    return a_bytes, max(saved_bytes, a_bytes), grad_bytes, held_out
+    # (sym_max: symbolic sizes stay a formula instead of being decided at one shape)
+    return a_bytes, torch.sym_max(  # type: ignore[no-untyped-call]
+        saved_bytes, a_bytes), grad_bytes, held_out

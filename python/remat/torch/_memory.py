@@ -25,6 +25,11 @@ __all__ = ["PeakMeter", "measure_peak"]
 
 _MARK = "remat::peak_meter_mark"
 
+# Called before a meter starts: a meter left running (remat.torch's
+# measure of the caller's loss, which can only stop outside a backward) is
+# stopped first, as two profilers cannot run at once.
+BEFORE_METER: List[Callable[[], None]] = []
+
 
 class PeakMeter:
     """Peak bytes allocated on `device` above what was allocated at the start
@@ -62,6 +67,8 @@ class PeakMeter:
                 pass
 
     def __enter__(self) -> "PeakMeter":
+        for settle in list(BEFORE_METER):
+            settle()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self._start = torch.cuda.memory_allocated(self.device)

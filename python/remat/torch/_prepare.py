@@ -16,6 +16,7 @@ import remat
 from ._budget import Budget
 from ._cache import ProfileCache
 from ._config import Config
+from ._graph.export import dynamic_shapes
 from ._graph.program import GraphProgram
 from ._memory import fd2_to
 from ._modules.program import ModuleProgram
@@ -29,13 +30,18 @@ class Prepared(Budget):
     """Everything prepared for one input signature: the budget of its
     profiled chain (schedule, plan, predictions), the program that runs it,
     and `info`: the capture path and why ("path", "why", "export_log"),
-    whether the profile came from the cache ("cached": its file, or None)."""
+    whether the profile came from the cache ("cached": its file, or None),
+    and for another shape of a family (_shapes) "derived" (the dimensions
+    its chain was derived at), "bucket" (the top shape its profile ran at)
+    or "exact" (why it was profiled as it is)."""
 
     def __init__(self, program: AnyProgram, chain: "remat.Chain", held: int,
                  info: Dict[str, Any], cache: Optional[ProfileCache] = None) -> None:
         super().__init__(chain, held, program.device, cache)
         self.program = program
         self.info = info
+        self.solved_for: Any = None  # (limit, caller's bytes) the schedule was solved for
+        self.fallback = 0  # on_infeasible="fallback": the smallest limit it was solved at
 
     def forward(self, model: nn.Module, args: Args, kwargs: Kwargs) -> Any:
         """One training step's forward by the schedule."""
@@ -54,11 +60,14 @@ Shape = Callable[[AnyProgram, nn.Module, Args, Kwargs, Config, str, Progress],
 SHAPES: List[Shape] = []
 
 
-def prepare(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config) -> Prepared:
-    """Capture, profile (or load the cached profile) and solve for one input.
-    Capture runs under the caller's autocast state, as the step will."""
+def prepare(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
+            dynamic: bool = True) -> Prepared:
+    """Capture and profile (or load the cached profile) one input; the
+    caller solves (RematModule: the limit depends on every input prepared).
+    Capture runs under the caller's autocast state, as the step will.
+    dynamic: try torch.export with dynamic dimensions first."""
     progress = Progress("profiling", cfg.progress)
-    program, why, export_log = capture(model, args, kwargs, cfg)
+    program, why, export_log = capture(model, args, kwargs, cfg, dynamic)
     progress.note("%s path: %s" % (program.path, why))
     for shape in SHAPES:
         found, note = shape(program, model, args, kwargs, cfg, why, progress)
@@ -68,45 +77,52 @@ def prepare(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config) -> Prepar
         why += note
     if cfg.compile:
         _compile(program)
-    chain, held, cache, cached = profiled(program, model, args, kwargs, cfg, progress)
-    info = {"cached": cached, "path": program.path, "why": why, "export_log": export_log}
-    entry = Prepared(program, chain, held, info, cache)
-    entry.solve(cfg.memory, cfg.algorithm, cfg.slots, cfg.segments, progress, cfg.bandwidth)
+    entry = profile_on(program, model, args, kwargs, cfg, progress,
+                       {"path": program.path, "why": why, "export_log": export_log})
     progress.close()
     return entry
 
 
-def capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config
+def profile_on(program: AnyProgram, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
+               progress: Progress, info: Dict[str, Any]) -> Prepared:
+    """A Prepared entry of `program` profiled on this input (or its cached
+    profile); info["cached"] says which."""
+    chain, held, cache, cached = profiled(program, model, args, kwargs, cfg, progress)
+    return Prepared(program, chain, held, dict(info, cached=cached), cache)
+
+
+def capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config, dynamic: bool = False
             ) -> Tuple[AnyProgram, str, str]:
     """(program, why this path, what a failed export printed). The graph
     path when torch.export captures the model and the graph runs what eager
-    runs; else the module path; else the graph anyway (with a warning: its
-    gradients may differ from eager in the last bits); else an error that
-    gives both reasons."""
+    runs (with dynamic dimensions first, when asked and this torch can,
+    then with the example's sizes); else the module path; else the graph
+    anyway (with a warning: its gradients may differ from eager in the last
+    bits); else an error that gives both reasons."""
     mode = cfg.capture
     graph: Optional[GraphProgram] = None
     why = "capture='modules'"
     log = ""
     if mode in ("auto", "graph"):
-        with tempfile.TemporaryFile("w+") as f:
-            try:
-                with fd2_to(f):  # a failed export prints whole graphs there
-                    graph = GraphProgram.capture(model, args, kwargs, cfg.max_stages)
-            except Exception as e:  # export raises many kinds; the fallback says why
-                if mode == "graph":
-                    raise CaptureError("remat: torch.export failed: %s" % _first_line(e)) from e
-                why = "torch.export failed: %s" % _first_line(e)
-            f.seek(0)
-            log = f.read()
-        if graph is not None:
-            if log:  # what a successful export printed (the model's own warnings)
-                sys.stderr.write(log)
-                log = ""
+        tries = [True, False] if dynamic and dynamic_shapes(model, args, kwargs) is not None \
+            else [False]
+        for dyn in tries:
+            found, why_not, log = _export(model, args, kwargs, cfg, dyn)
+            if found is None:
+                why = why_not
+                if _data_dependent(why_not):
+                    break  # the fixed sizes read the same values
+                continue
+            graph = found
             diff = graph.differs_from_eager(model, args, kwargs) if mode == "auto" else None
             if diff is None:
-                return graph, "torch.export captured the whole model", ""
+                dims = graph.dims_text()
+                return graph, "torch.export captured the whole model" + (
+                    ", dynamic in %s" % dims if dims else ""), ""
             why = "the exported graph runs other kernels than eager (%s), so gradients would " \
                   "differ in the last bits; the model's own code runs instead" % diff
+        if graph is None and mode == "graph":
+            raise CaptureError("remat: %s" % why)
     try:
         program = ModuleProgram.capture(model, args, kwargs)
     except CaptureError as e:
@@ -118,6 +134,31 @@ def capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config
     if graph is None and mode == "auto":
         warnings.warn("remat: fell back to module-level stages: %s" % why, stacklevel=4)
     return program, why, log
+
+
+def _export(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config, dynamic: bool
+            ) -> Tuple[Optional[GraphProgram], str, str]:
+    """(the graph program or None, why not, what a failed export printed)."""
+    with tempfile.TemporaryFile("w+") as f:
+        try:
+            with fd2_to(f):  # a failed export prints whole graphs there
+                graph = GraphProgram.capture(model, args, kwargs, cfg.max_stages, dynamic)
+        except Exception as e:  # export raises many kinds; the fallback says why
+            f.seek(0)
+            return None, "torch.export failed: %s" % _first_line(e), f.read()
+        f.seek(0)
+        log = f.read()
+    if log:  # what a successful export printed (the model's own warnings)
+        sys.stderr.write(log)
+    return graph, "", ""
+
+
+def _data_dependent(why: str) -> bool:
+    """An export failure on a tensor's value (not on a size): exporting with
+    the example's fixed sizes would fail the same way."""
+    low = why.lower()
+    return "datadependent" in low.replace("_", "").replace("-", "").replace(" ", "") or \
+        "data dependent" in low or "data-dependent" in low
 
 
 def _first_line(e: BaseException) -> str:

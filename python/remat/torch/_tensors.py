@@ -17,15 +17,24 @@ StorageKey = Tuple[str, int, int]
 FreeKey = Tuple[str, int]
 
 
+def _ptr(s: Any) -> int:
+    """A storage's identity: its data pointer (0: empty), or, for a storage
+    without data (a FakeTensor's, in the symbolic size pass of
+    _graph/sizes.py), its address."""
+    if s.device.type == "meta":
+        return int(s._cdata)
+    return int(s.data_ptr())
+
+
 def free_key(t: torch.Tensor) -> FreeKey:
-    return (t.device.type, t.untyped_storage().data_ptr())
+    return (t.device.type, _ptr(t.untyped_storage()))
 
 
 def storage_key(t: torch.Tensor) -> Tuple[StorageKey, int]:
     """(identity of t's storage, its size in bytes)."""
     s = t.untyped_storage()
     idx = t.device.index if t.device.index is not None else -1
-    return (t.device.type, idx, s.data_ptr()), s.nbytes()
+    return (t.device.type, idx, _ptr(s)), s.nbytes()
 
 
 def keys_of(tensors: Iterable[torch.Tensor]) -> Set[FreeKey]:
@@ -38,8 +47,8 @@ def unique_bytes(tensors: Iterable[torch.Tensor], exclude: AbstractSet[FreeKey] 
     seen = {}
     for t in tensors:
         s = t.untyped_storage()
-        key = (t.device.type, s.data_ptr())
-        if key not in exclude and s.data_ptr() != 0:
+        key = (t.device.type, _ptr(s))
+        if key not in exclude and key[1] != 0:
             seen[key] = s.nbytes()
     return sum(seen.values())
 
@@ -84,7 +93,8 @@ def saving(free: AbstractSet[FreeKey], saved: Optional[List[torch.Tensor]] = Non
     def pack(t: torch.Tensor) -> Any:
         if seen is not None:
             seen(t)
-        if free_key(t) in free or t.untyped_storage().data_ptr() == 0:
+        key = free_key(t)
+        if key in free or key[1] == 0:
             return t
         if not keep:
             return None

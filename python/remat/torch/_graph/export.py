@@ -11,6 +11,7 @@ torch.fx.symbolic_trace stops at the first shape-dependent branch.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -24,7 +25,29 @@ from .._program import Args, Kwargs
 from .._tensors import leave_no_trace
 
 
-def export_model(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Any:
+def dynamic_shapes(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Optional[Any]:
+    """torch.export's dynamic_shapes with every dimension of every input tensor
+    left to export (Dim.AUTO: dynamic where the model allows, fixed where it
+    fixes it, as a weight's size fixes a feature dimension; a size of 0 or 1
+    is fixed by export itself), by the names of the forward's parameters;
+    None where this torch has no Dim.AUTO (before 2.6) or the call does not
+    bind to the forward's signature."""
+    auto = getattr(getattr(torch.export, "Dim", None), "AUTO", None)
+    if auto is None:
+        return None
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+
+    def spec(t: Any) -> Any:  # (a size 0 or 1 would be fixed, with a warning)
+        return {i: auto for i in range(t.dim()) if t.shape[i] > 1} \
+            if isinstance(t, torch.Tensor) else None
+    return {name: pytree.tree_map(spec, v) for name, v in bound.arguments.items()}
+
+
+def export_model(model: torch.nn.Module, args: Args, kwargs: Kwargs,
+                 dynamic: Optional[Any] = None) -> Any:
     """The training-IR ExportedProgram of model(*args, **kwargs).
 
     Libraries branch on torch.compiler.is_exporting() / is_compiling() (and
@@ -36,14 +59,17 @@ def export_model(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Any:
     checks reporting False: the code takes the path eager runs. Non-strict
     export cannot quietly specialize on tensor values (reading one raises),
     so only shape-based choices change; if that path reads values, the
-    capture is done again as a plain export."""
+    capture is done again as a plain export. `dynamic`: dynamic_shapes()
+    (then each node's value in the graph has symbolic sizes, and the graph
+    runs any shape its range constraints admit)."""
     fn = getattr(torch.export, "export_for_training", None)  # torch 2.5 .. 2.8
     export = fn if fn is not None else torch.export.export
+    extra = {} if dynamic is None else {"dynamic_shapes": dynamic}
     try:
         with _as_eager(), fd2_to():  # a failure here prints whole graphs, then is retried
-            return export(model, args, kwargs, strict=False)
+            return export(model, args, kwargs, strict=False, **extra)
     except Exception:  # the eager path reads values: capture the traced path
-        return export(model, args, kwargs, strict=False)
+        return export(model, args, kwargs, strict=False, **extra)
 
 
 class _as_eager:

@@ -2,13 +2,13 @@
 stage runs on the values the stages before it made."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Set
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set
 
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from .._measure import StageProbe, measure, step_reserve, through_boundary
+from .._measure import StageProbe, measure, sizes_only, step_reserve, through_boundary
 from .._program import Profile
 from .._progress import Progress
 from .._tensors import (FreeKey, cuda_devices, dense_bytes, detached_like, device_of, free_key,
@@ -29,6 +29,12 @@ class GraphStageProbe(StageProbe):
         self.prev = set(prev)
         self.name = st.name
         self.last: Dict[fx.Node, Any] = {}
+        # FakeTensors (the size pass): the storages of the clones of mutated
+        # inputs are kept alive with the values, or a freed one's address,
+        # a key in `free`, comes back for an output (real storages, made by
+        # the allocator in other size classes, do not meet this)
+        self.keep_clones = False
+        self.clones: List[torch.Tensor] = []
 
     def fwd(self, grad: bool, keep: bool = True) -> StageProbe.Result:
         st = self.st
@@ -49,6 +55,8 @@ class GraphStageProbe(StageProbe):
             args.append(v)
         free = set(self.base_free) | {free_key(x) for a, x in zip(st.inputs, args)
                                       if a in st.mutated}
+        if self.keep_clones:
+            self.clones = [x for a, x in zip(st.inputs, args) if a in st.mutated]
         saved: List[torch.Tensor] = []
         held_leaves = [t for a, x in zip(st.inputs, args) if grad and a in self.prog.held
                        for t in tensors_in(x) if t.requires_grad]
@@ -70,9 +78,15 @@ class GraphStageProbe(StageProbe):
 
 
 def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Sequence[Any],
-                  repeat: int, progress: Progress) -> Profile:
-    """Measures every stage; the output stage (the caller's loss) comes last."""
-    feeds = prog.feeds(model, flat_inputs)
+                  repeat: int, progress: Progress,
+                  feeds: Optional[Dict[fx.Node, Any]] = None) -> Profile:
+    """Measures every stage; the output stage (the caller's loss) comes last.
+    Given `feeds` (a FakeTensor per placeholder, sizes symbolic: the size
+    pass of _graph/sizes.py), only the sizes are taken (sizes_only), with the
+    same bookkeeping; times and temporaries are then 0."""
+    sizes = feeds is not None
+    if feeds is None:
+        feeds = prog.feeds(model, flat_inputs)
     env: Dict[fx.Node, Any] = {ph: v.clone() if isinstance(v, torch.Tensor) and
                                prog.ph_spec[ph][0] == "BUFFER" else v for ph, v in feeds.items()}
     free = {free_key(v) for v in env.values() if isinstance(v, torch.Tensor)}
@@ -84,8 +98,15 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
         prev: Sequence[fx.Node] = prog.input_acts
         for st in prog.stages:
             run = GraphStageProbe(prog, st, env, prev, free)
-            info = measure(run, repeat, device, outputs_held=not st.boundary,
-                           loss_output=prog.returns_loss)
+            run.keep_clones = sizes
+            if sizes:
+                info = sizes_only(run, outputs_held=not st.boundary,
+                                  loss_output=prog.returns_loss)
+                info.update(fwd_time=0.0, bwd_time=0.0, fwd_overhead=0, bwd_overhead=0,
+                            fall_overhead=0)
+            else:
+                info = measure(run, repeat, device, outputs_held=not st.boundary,
+                               loss_output=prog.returns_loss)
             held_bytes += info.pop("held_outputs")
             fall.append(info.pop("fall_overhead"))
             out.append(info)
@@ -106,7 +127,8 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
                 "saved_bytes": 0})  # the caller's loss: outside the model
     ins = [feeds[ph] for ph in prog.input_acts]
     snaps = {ph for st in prog.stages for ph in st.mutated}
-    held_bytes += sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
+    for ph in snaps:
+        held_bytes += feeds[ph].untyped_storage().nbytes()
     backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in backward_held)
     held_bytes += step_reserve(device, sum(1 for st in prog.stages if st.random), len(prog.calls))

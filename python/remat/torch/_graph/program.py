@@ -19,7 +19,7 @@ from .._progress import Progress
 from .._tensors import (AutocastState, StorageKey, cuda_devices, detached_like, device_of,
                         free_key, saving, storage_key, tensors_in)
 from . import cut as C
-from .export import export_model, first_difference
+from .export import dynamic_shapes, export_model, first_difference
 from .guards import Guard, recording
 from .held import HeldRegistry, KeepAlive, insert_register, registers_held
 from .measure import profile_graph
@@ -97,9 +97,15 @@ class GraphProgram:
                                      "cannot run" % kind.lower())
         self.out_spec = ep.call_spec.out_spec
         self.returns_loss = _returns_loss(self.outputs, self.out_spec)
-        consts = {ph: v for ph, v in self.feeds(model, flat_inputs).items()
-                  if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
-        self.causal_masks, self.gqa_calls = match_eager_sdpa(gm, consts, eager_sdpa)
+        feeds = self.feeds(model, flat_inputs)
+        consts = {ph: v for ph, v in feeds.items() if self.ph_spec[ph][0] == "CONSTANT_TENSOR"}
+        # A dynamic graph (dynamic shapes: sizes are symbols) runs other shapes too
+        self.dynamic = any(isinstance(d, torch.SymInt) for ph in self.user_inputs
+                           for t in tensors_in(ph.meta.get("val")) for d in t.shape)
+        shapes = {ph: feeds[ph].shape for ph in self.user_inputs
+                  if isinstance(feeds[ph], torch.Tensor)} if self.dynamic else None
+        self.causal_masks, self.gqa_calls, self.causal_check = match_eager_sdpa(
+            gm, consts, eager_sdpa, shapes)
         self.calls = [n for n in gm.graph.nodes if n.op in CALL_OPS]
         if not self.calls:
             raise CaptureError("the exported graph computes nothing")
@@ -108,10 +114,15 @@ class GraphProgram:
 
     @classmethod
     def capture(cls, model: torch.nn.Module, args: Args, kwargs: Kwargs,
-                max_stages: int) -> "GraphProgram":
+                max_stages: int, dynamic: bool = False) -> "GraphProgram":
+        """dynamic: export with dynamic dimensions (export.dynamic_shapes),
+        so that the program runs other input shapes too."""
+        spec = dynamic_shapes(model, args, kwargs) if dynamic else None
+        if dynamic and spec is None:
+            raise CaptureError("this torch cannot export with dynamic shapes")
         with recording(model) as rec:  # the Python state export reads (guards.py)
             try:
-                ep = export_model(model, args, kwargs)
+                ep = export_model(model, args, kwargs, spec)
             except Exception as e:  # export raises many kinds
                 if not _data_dependent(e):
                     raise
@@ -198,6 +209,39 @@ class GraphProgram:
     def profile(self, module: torch.nn.Module, args: Args, kwargs: Kwargs, repeat: int,
                 progress: Progress) -> Profile:
         return profile_graph(self, module, pytree.tree_leaves((args, kwargs)), repeat, progress)
+
+    def profile_sizes(self, module: torch.nn.Module, feeds: Dict[fx.Node, Any],
+                      progress: Progress) -> Profile:
+        """The profile's sizes from a value per placeholder (FakeTensors with
+        symbolic sizes: sizes.SizeModel); times and temporaries 0."""
+        return profile_graph(self, module, [], 1, progress, feeds=feeds)
+
+    def dims_text(self) -> str:
+        """The dynamic dimensions, by input ("input_ids.shape[0]"), or ""."""
+        if not self.dynamic:
+            return ""
+        seen: Set[str] = set()
+        out: List[str] = []
+        ranges = {str(s): r for s, r in self.ep.range_constraints.items()}
+        for ph in self.user_inputs:
+            for t in tensors_in(ph.meta.get("val")):
+                for i, d in enumerate(t.shape):
+                    r = ranges.get(str(d))
+                    if r is not None and r.lower == r.upper:
+                        continue  # a symbol export fixed to one value
+                    if isinstance(d, torch.SymInt) and str(d) not in seen:
+                        seen.add(str(d))
+                        out.append("%s.shape[%d]" % (ph.name, i))
+        return ", ".join(out)
+
+    def takes(self, flat_inputs: Sequence[Any]) -> bool:
+        """Whether the SDPA calls made causal are so for these inputs too
+        (sdpa.CausalCheck; the sizes' own conditions are sizes.SizeModel's)."""
+        if self.causal_check is None:
+            return True
+        shapes = {ph.name: x.shape for ph, x in zip(self.user_inputs, flat_inputs)
+                  if isinstance(x, torch.Tensor)}
+        return self.causal_check.holds(shapes)
 
     def forward(self, model: torch.nn.Module, plan: "remat.Plan", link: Optional[HostLink],
                 args: Args, kwargs: Kwargs) -> Any:

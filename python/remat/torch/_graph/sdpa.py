@@ -3,6 +3,7 @@ causal masks and repeat grouped-query heads where eager passes is_causal and
 enable_gqa; the graph's calls are made eager's again (match_eager_sdpa)."""
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -15,6 +16,7 @@ from .nodes import CALL_OPS, call_node, fetch_attr
 
 
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
+_SYM_SIZE = torch.ops.aten.sym_size.int
 
 
 def _sdpa_calls(nodes: Any) -> List[fx.Node]:
@@ -28,8 +30,33 @@ class EagerSdpa(NamedTuple):
     gqa: bool     # passed enable_gqa: key and value keep their fewer heads
 
 
+class CausalCheck:
+    """Whether the masks match_eager_sdpa dropped are still the lower
+    triangle for another input: under dynamic shapes they are built from
+    the inputs' sizes (a sliding window, say, is the lower triangle at some
+    lengths only), so each new shape computes them again from an untouched
+    copy of the graph (small tensors, no parameters)."""
+
+    def __init__(self, gm: fx.GraphModule, masks: Sequence[str], feeds: Dict[fx.Node, Any]
+                 ) -> None:
+        self.gm = gm
+        by_name = {n.name: n for n in gm.graph.nodes}
+        self.masks = [by_name[m] for m in dict.fromkeys(masks)]
+        self.consts = {by_name[ph.name]: v for ph, v in feeds.items() if ph.name in by_name}
+
+    def holds(self, shapes: Dict[str, torch.Size]) -> bool:
+        """`shapes`: each user input placeholder's name -> its size now."""
+        by_name = {n.name: n for n in self.gm.graph.nodes if n.op == "placeholder"}
+        sized = {by_name[k]: v for k, v in shapes.items() if k in by_name}
+        memo: Dict[fx.Node, Any] = {}
+        return all(_is_causal_mask(_value(self.gm, m, self.consts, memo, sized), None, None)
+                   for m in self.masks)
+
+
 def match_eager_sdpa(gm: fx.GraphModule, feeds: Dict[fx.Node, Any],
-                     eager: Sequence[EagerSdpa]) -> Tuple[int, int]:
+                     eager: Sequence[EagerSdpa],
+                     shapes: Optional[Dict[fx.Node, torch.Size]] = None
+                     ) -> Tuple[int, int, Optional[CausalCheck]]:
     """Makes the graph's SDPA calls those eager makes; returns how many calls
     became is_causal without a mask, and how many take key and value with
     their own heads (enable_gqa). Under export Hugging Face builds the
@@ -45,10 +72,17 @@ def match_eager_sdpa(gm: fx.GraphModule, feeds: Dict[fx.Node, Any],
     input, parameter or buffer, so its value cannot change) and its value is
     the lower triangle over (query, key) in every batch and head. Repeated
     heads are undone only where eager passed enable_gqa and the call then
-    passes a mask and is_causal as eager's did."""
+    passes a mask and is_causal as eager's did.
+
+    `shapes` (a dynamically exported graph): the user inputs' sizes, so a
+    mask built from them (not from their values) is evaluated at these
+    sizes; the third result then checks it again at other sizes."""
     sdpa = _sdpa_calls(gm.graph.nodes)
     if len(sdpa) != len(eager):
-        return 0, 0  # the calls do not pair up
+        return 0, 0, None  # the calls do not pair up
+    sized = shapes or {}
+    before = copy.deepcopy(gm) if sized else None
+    dropped: List[str] = []
     has_gqa = any(a.name == "enable_gqa" for a in _SDPA._schema.arguments)
     values: Dict[fx.Node, Any] = {}
     causal = gqa = 0
@@ -58,8 +92,10 @@ def match_eager_sdpa(gm: fx.GraphModule, feeds: Dict[fx.Node, Any],
         done = causal + gqa
         if rec.causal and not rec.masked and isinstance(mask, fx.Node) and \
                 not bound.get("is_causal") and \
-                _is_causal_mask(_value(gm, mask, feeds, values), bound["query"], bound["key"]):
+                _is_causal_mask(_value(gm, mask, feeds, values, sized), bound["query"],
+                                bound["key"]):
             bound.update(attn_mask=None, is_causal=True)  # a user input leaves _value None
+            dropped.append(mask.name)
             causal += 1
         kv = [_repeated_heads(bound[x]) for x in ("key", "value")]
         same_mask = rec.masked == (bound.get("attn_mask") is not None) and \
@@ -77,7 +113,25 @@ def match_eager_sdpa(gm: fx.GraphModule, feeds: Dict[fx.Node, Any],
     if causal or gqa:
         gm.graph.lint()
         gm.recompile()
-    return causal, gqa
+    check = None
+    if before is not None and any(_reads_sizes(before, m) for m in dropped):
+        check = CausalCheck(before, dropped, feeds)
+    return causal, gqa, check
+
+
+def _reads_sizes(gm: fx.GraphModule, name: str) -> bool:
+    """Whether the node named `name` is computed from an input's size."""
+    node = next(n for n in gm.graph.nodes if n.name == name)
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "call_function" and n.target is _SYM_SIZE:
+            return True
+        todo.extend(n.all_input_nodes)
+    return False
 
 
 def _repeated_heads(node: Any) -> Optional[fx.Node]:
@@ -87,6 +141,7 @@ def _repeated_heads(node: Any) -> Optional[fx.Node]:
     shapes = []
     n = node
     for want in (("reshape", "view", "_unsafe_view"), ("clone",), ("expand",), ("unsqueeze",)):
+        n = _past_full_slices(n)
         if not isinstance(n, fx.Node) or n.op != "call_function":
             return None
         name = str(n.target).split(".")[1] if str(n.target).startswith("aten.") else ""
@@ -101,6 +156,7 @@ def _repeated_heads(node: Any) -> Optional[fx.Node]:
         if name == "unsqueeze" and n.args[1] not in (2, -3):
             return None
         n = n.args[0]
+    n = _past_full_slices(n)
     if not isinstance(n, fx.Node):
         return None
     v = n.meta.get("val")
@@ -110,6 +166,23 @@ def _repeated_heads(node: Any) -> Optional[fx.Node]:
     r = rep[2]
     if rep != (b, h, r, s, d) or out != (b, h * r, s, d) or shapes[-1] != (b, h, 1, s, d):
         return None
+    return n
+
+
+_SLICE = torch.ops.aten.slice.Tensor
+
+
+def _past_full_slices(n: Any) -> Any:
+    """n's input while n is a slice of a whole dimension (x[:, :] under
+    dynamic shapes, which a fixed-size export leaves out)."""
+    while isinstance(n, fx.Node) and n.op == "call_function" and n.target is _SLICE:
+        start = n.args[2] if len(n.args) > 2 else n.kwargs.get("start", 0)
+        end = n.args[3] if len(n.args) > 3 else n.kwargs.get("end", None)
+        step = n.args[4] if len(n.args) > 4 else n.kwargs.get("step", 1)
+        if start not in (0, None) or step != 1 or not (end is None or
+                                                        (isinstance(end, int) and end >= 1 << 62)):
+            break
+        n = n.args[0]
     return n
 
 
@@ -176,13 +249,19 @@ def _bind(n: fx.Node) -> Dict[str, Any]:
 
 
 def _value(gm: fx.GraphModule, node: fx.Node, feeds: Dict[fx.Node, Any],
-           memo: Dict[fx.Node, Any]) -> Any:
+           memo: Dict[fx.Node, Any], shapes: Optional[Dict[fx.Node, Any]] = None) -> Any:
     """node's value, computing only its ancestors; None if one is a
-    placeholder outside feeds or a call that mutates or draws numbers."""
+    placeholder outside feeds or a call that mutates or draws numbers. The
+    size of a placeholder in `shapes` (a dynamic graph's sym_size) is known."""
     todo = [node]
     while todo:
         n = todo[-1]
         if n in memo:
+            todo.pop()
+            continue
+        if shapes and n.op == "call_function" and n.target is _SYM_SIZE and \
+                n.args[0] in shapes:
+            memo[n] = int(shapes[n.args[0]][n.args[1]])  # type: ignore[index]
             todo.pop()
             continue
         missing = [a for a in n.all_input_nodes if a not in memo]
@@ -205,13 +284,23 @@ def _value(gm: fx.GraphModule, node: fx.Node, feeds: Dict[fx.Node, Any],
     return memo[node]
 
 
-def _is_causal_mask(mask: Any, query: fx.Node, key: fx.Node) -> bool:
-    q, k = query.meta.get("val"), key.meta.get("val")
-    if not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() >= 2
-            and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)):
+def _is_causal_mask(mask: Any, query: Optional[fx.Node], key: Optional[fx.Node]) -> bool:
+    """Whether mask is the lower triangle over (query, key) lengths; lengths
+    that are symbolic (or no nodes given) are the mask's own, which must
+    then be full (no broadcast dimension)."""
+    q = query.meta.get("val") if query is not None else None
+    k = key.meta.get("val") if key is not None else None
+    if not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() >= 2):
         return False
-    L, S = q.shape[-2], k.shape[-2]
-    if tuple(mask.shape[-2:]) != (L, S):
+    L, S = int(mask.shape[-2]), int(mask.shape[-1])
+    lengths = [x.shape[-2] if isinstance(x, torch.Tensor) else None for x in (q, k)]
+    if any(not isinstance(n, int) for n in lengths):
+        if query is not None and (not isinstance(q, torch.Tensor) or
+                                  not isinstance(k, torch.Tensor)):
+            return False
+        if L < 2 or S < 2:
+            return False  # broadcast over a length: not decided by its own shape
+    elif (L, S) != tuple(lengths):
         return False
     tril = torch.ones(L, S, dtype=torch.bool, device=mask.device).tril()
     return bool(torch.equal(mask, tril.expand(mask.shape)))

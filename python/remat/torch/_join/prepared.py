@@ -1,6 +1,6 @@
 """One input whose graph is a join of towers → a prepared join entry: the
-join program, its network (from the disk cache or measured), and the join
-solver's schedule for the limit. _prepare.prepare() asks `join_entry`
+join program and its network (from the disk cache or measured); the caller
+solves it with the join solver. _prepare.prepare() asks `join_entry`
 first (through _prepare.SHAPES: this module imports _prepare)."""
 from __future__ import annotations
 
@@ -135,9 +135,7 @@ def join_entry(program: AnyProgram, model: nn.Module, args: Args, kwargs: Kwargs
         cache.save(net)
     info = {"cached": cached, "path": "graph", "why": "%s; %s" % (shape, why), "export_log": "",
             "shape": shape}
-    entry = JoinPrepared(join, net, info)
-    entry.solve(cfg.memory, cfg.algorithm, cfg.slots, cfg.segments, progress, cfg.bandwidth)
-    return entry, ""
+    return JoinPrepared(join, net, info), ""  # the caller solves it (RematModule._solve)
 
 
 def _other_settings(cfg: Config) -> str:
