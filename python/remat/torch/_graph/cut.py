@@ -103,11 +103,22 @@ class Cut:
     reasons: Dict[str, int]        # why positions were not cuts (for the report)
 
 
+# An input's sizes (a graph exported with dynamic dimensions reads them):
+# what is made from them and the parameters alone (T5's position bias from
+# arange(seq)) is the same for the whole step, held like a constant.
+_SIZE_OPS = {getattr(torch.ops.aten, name).int for name in ("sym_size", "sym_stride")
+             if hasattr(torch.ops.aten, name)} | \
+    {getattr(torch.ops.aten, name).default for name in ("sym_numel", "sym_storage_offset")
+     if hasattr(torch.ops.aten, name)}
+
+
 def dynamic_nodes(gm: fx.GraphModule, user_inputs: Set[fx.Node]) -> Set[fx.Node]:
-    """Nodes whose value depends on a user input."""
+    """Nodes whose value depends on a user input's values (not only on its
+    sizes)."""
     dyn: Set[fx.Node] = set(user_inputs)
     for n in gm.graph.nodes:
-        if n.op in CALL_OPS and any(a in dyn for a in n.all_input_nodes):
+        if n.op in CALL_OPS and n.target not in _SIZE_OPS and \
+                any(a in dyn for a in n.all_input_nodes):
             dyn.add(n)
     return dyn
 
