@@ -236,7 +236,9 @@ def test_autocast_is_replayed_and_profiled():
         out.loss.backward()
     assert_same(state(ref), state(w))
     bf16 = w.last_entry
-    assert bf16 is not fp32 and recomputes(bf16.schedule)
+    # (no recomputation asserted: a fraction is of the largest plain peak
+    # among the inputs, fp32's here, so bf16's smaller step may fit whole)
+    assert bf16 is not fp32
     assert bf16.chain.stages[2]["saved_bytes"] < fp32.chain.stages[2]["saved_bytes"]
 
 

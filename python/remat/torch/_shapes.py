@@ -73,7 +73,10 @@ def leaf_key(x: Any) -> Any:
 
 def family_key(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """An input signature (RematModule._key) less its tensors' sizes (their
-    number of dimensions stays)."""
+    number of dimensions stays); a guard's variant of one (guards.entry_key:
+    a flag changed) is a family of its own."""
+    if len(key) == 3 and key[1] == "guard":
+        return (family_key(key[0]), "guard", key[2])
     spec, leaves, state, autocast = key
     return (spec, tuple(("T", len(k[1])) + k[2:] if k[0] == "T" else k for k in leaves),
             state, autocast)
@@ -494,6 +497,9 @@ def entry_for(sets: List[ShapeSet], model: nn.Module, args: Args, kwargs: Kwargs
     `sets` (appended to when the input needs a new capture)."""
     flat = pytree.tree_leaves((args, kwargs))
     for ss in sets:
+        guard = getattr(ss.program, "guard", None)
+        if guard is not None and not guard.holds():
+            continue  # a flag changed since its capture: never a stale graph
         if ss.dynamic:
             b = ss.binding(model, flat)
             if b is None:
