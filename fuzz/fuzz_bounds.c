@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.bucket_bytes = opt & 4 ? 0 : opt & 8 ? 1 : sizes[byte(&rd) % 8];
     o.revolve_mode = (remat_revolve_mode)(byte(&rd) % 3);
     o.offload_values = opt & 16 ? 0 : 1 + byte(&rd) % 200;
-    o.segments = opt & 32 ? 0 : byte(&rd);
+    o.segments = opt & 32 ? 0 : byte(&rd) % (n + 1); /* more than n: an input error */
     o.bandwidth = times[byte(&rd) % 8];
     if (o.algorithm != REMAT_ALG_POFO && !(o.bandwidth > 0)) o.bandwidth = 1;
     o.threads = 1;

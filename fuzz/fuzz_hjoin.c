@@ -127,6 +127,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             CHECK(c->n == j->branches[b - 1].n + 1);
             remat_chain_free(c);
         }
+        int was = j->ordered; /* the setter flips it and back, nothing else */
+        remat_hjoin_set_ordered(j, !was);
+        CHECK(j->ordered == !was);
+        remat_hjoin_set_ordered(j, was);
+        CHECK(j->ordered == was);
         remat_free(json);
         remat_free(json2);
         remat_hjoin_free(j2);

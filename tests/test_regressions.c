@@ -1,6 +1,7 @@
 /* Regression tests for the fuzzing and robustness review (fuzz/): each case
  * pins down one bug that was found, so it stays fixed. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "remat/remat.h"
@@ -327,7 +328,31 @@ static void pofo_extreme_times_finish(void) {
     remat_chain_free(c);
 }
 
+/* optimal once failed "no choice matches the table" when a partial save's B
+ * time (1e300) was far above every stage's own: the table's time scale left
+ * it out, so that save's time overflowed to infinity in the float table
+ * (fuzz/repro/optimal_option_1e300.json). At 3598 bytes only that save fits. */
+static void optimal_scale_counts_partial_saves(void) {
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_load("fuzz/repro/optimal_option_1e300.json", &c, &e), REMAT_OK);
+    const int64_t slots[] = {0, -1, 7};
+    for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.memory = 3598;
+        o.slots = slots[k];
+        remat_schedule *s = NULL;
+        ASSERT_STATUS(remat_solve(c, &o, &s, &e), REMAT_OK);
+        ASSERT_TRUE(s->time >= 1e300 && s->time < INFINITY);
+        ASSERT_TRUE(test_schedule_ok(c, s, o.memory));
+        remat_schedule_free(s);
+    }
+    remat_chain_free(c);
+}
+
 static const test_case cases[] = {
+    {"optimal_scale_counts_partial_saves", optimal_scale_counts_partial_saves},
     {"pofo_extreme_times_finish", pofo_extreme_times_finish},
     {"total_size_overflow_rejected", total_size_overflow_rejected},
     {"total_size_overflow_rejected_json", total_size_overflow_rejected_json},

@@ -144,14 +144,7 @@ class Chain:
         c = self._ptr.contents
         out: list[dict[str, Any]] = []
         for i in range(c.n):
-            s = c.stages[i]
-            d: dict[str, Any] = {"name": s.name.decode()}
-            d.update({f: (float if "time" in f else int)(getattr(s, f)) for f in _STAGE_FIELDS})
-            if s.has_fall_overhead:
-                d["fall_overhead"] = int(s.fall_overhead)
-            if s.n_options:
-                d["options"] = [_option_dict(s.options[k]) for k in range(s.n_options)]
-            out.append(d)
+            out.append(_stage_of(c.stages[i]))
         return out
 
     def __len__(self) -> int:
@@ -159,6 +152,18 @@ class Chain:
 
     def __repr__(self) -> str:
         return "<remat.Chain %r: %d stages>" % (self.name, self.n)
+
+
+def _stage_of(s: _lib.Stage) -> dict[str, Any]:
+    """A stage as Chain.stages gives it (also a join branch's): fall_overhead
+    and the partial saves ("options") where the stage has them."""
+    d: dict[str, Any] = {"name": s.name.decode()}
+    d.update({f: (float if "time" in f else int)(getattr(s, f)) for f in _STAGE_FIELDS})
+    if s.has_fall_overhead:
+        d["fall_overhead"] = int(s.fall_overhead)
+    if s.n_options:
+        d["options"] = [_option_dict(s.options[k]) for k in range(s.n_options)]
+    return d
 
 
 def _option_dict(o: _lib.StageOption) -> dict[str, Any]:

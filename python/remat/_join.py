@@ -21,7 +21,7 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_siz
 from typing import Any, Tuple
 
 from . import _lib
-from ._chain import Chain, _option_dict
+from ._chain import Chain, _stage_of
 from ._convert import _int, _options, _path, _read_text, _real, _text, _write_text
 from ._curves import Curve, _Curve
 from ._lib import call as _call
@@ -29,8 +29,6 @@ from ._lib import call as _call
 MAX_BRANCHES = 4
 OP_TEXT_MAX = 32
 EXEC_MAX_REFS = 4
-_STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
-                 "fwd_overhead", "bwd_overhead")
 _TURN_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "fwd_overhead",
                 "bwd_overhead")
 
@@ -136,17 +134,6 @@ def _op_text(op: _Op) -> str:
 def _stage_dict(s: _lib.Stage, fields: Iterable[str]) -> dict[str, Any]:
     d: dict[str, Any] = {"name": s.name.decode()}
     d.update({f: (float if "time" in f else int)(getattr(s, f)) for f in fields})
-    return d
-
-
-def _branch_stage(s: _lib.Stage) -> dict[str, Any]:
-    """A branch stage as remat.Chain.stages gives it: fall_overhead and the
-    partial saves ("options") where the stage has them."""
-    d = _stage_dict(s, _STAGE_FIELDS)
-    if s.has_fall_overhead:
-        d["fall_overhead"] = int(s.fall_overhead)
-    if s.n_options:
-        d["options"] = [_option_dict(s.options[k]) for k in range(s.n_options)]
     return d
 
 
@@ -397,7 +384,7 @@ class JoinProblem:
             br = j.branches[b]
             out.append({"name": br.name.decode(), "input_bytes": int(br.input_bytes),
                         "input_grad_bytes": int(br.input_grad_bytes),
-                        "stages": [_branch_stage(br.stages[i]) for i in range(br.n)]})
+                        "stages": [_stage_of(br.stages[i]) for i in range(br.n)]})
         return out
 
     @property

@@ -164,8 +164,12 @@ remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_
     x->lot = x->lo; /* g and off come with the table (build_table) */
     /* Scale times by a power of two so the float table keeps its precision. */
     long double total = 0; /* long double: no overflow for any finite times */
-    for (size_t i = 1; i <= c->n; i++)
-        total += (long double)c->stages[i - 1].fwd_time + c->stages[i - 1].bwd_time;
+    for (size_t i = 1; i <= c->n; i++) { /* every save's B time: any one may be chosen */
+        const remat_stage *sg = &c->stages[i - 1];
+        total += sg->fwd_time;
+        for (size_t j = 0; j < nsaves(x, i); j++)
+            total += remat__stage_save(sg, (unsigned)j).bwd_time;
+    }
     int e = 0;
     if (total > 0) frexpl(total, &e);
     if (e > 1000) e = 1000;
