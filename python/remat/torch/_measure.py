@@ -47,7 +47,8 @@ import torch
 from ._executor import boundary
 from ._memory import PeakMeter
 from ._saves import SAVES, PartialSave, both, enabled, fill
-from ._tensors import MISSING, FreeKey, dense_bytes, free_key, keys_of, saving, sync, unique_bytes
+from ._tensors import (MISSING, FreeKey, RngState, cuda_devices, dense_bytes, free_key, keys_of,
+                       saving, sync, unique_bytes)
 
 # Counted as held: room for the step's small tensors no stage measures (the
 # loss scalar and its seed, index and statistics tensors, the executor's
@@ -164,12 +165,15 @@ class PartialRun:
     main_pack, unpack, _fill): the pack hook keeps what the partial save
     keeps and leaves the rest MISSING; the first unpack of a missing one
     runs the stage again with the kept op outputs replayed and fills every
-    missing slot; each slot is emptied when autograd takes it."""
+    missing slot; each slot is emptied when autograd takes it. The
+    recomputation replays the RNG states of Fall i/k, as the executor's
+    does (a router's jitter noise drew other tokens for the experts)."""
 
-    def __init__(self, run: StageProbe, name: str) -> None:
+    def __init__(self, run: StageProbe, name: str, device: torch.device) -> None:
         self.run = run
         self.save: Optional[PartialSave] = PartialSave(name)
         self.slots: List[Any] = []
+        self.rng = RngState(cuda_devices([device]))
 
     def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor]) -> Any:
         save = self.save
@@ -202,6 +206,7 @@ class PartialRun:
         """Fall i/k; the result's `saved` is what the save keeps."""
         assert self.save is not None
         self.run.partial = self
+        self.rng = RngState(self.rng.devices)
         try:
             res = self.run.fwd(True)
         finally:
@@ -215,7 +220,8 @@ class PartialRun:
         assert save is not None
         self.run.partial = _Redo(save)
         try:
-            res = self.run.redo()
+            with self.rng.replay():
+                res = self.run.redo()
         finally:
             self.run.partial = None
         fill(self.slots, list(res.saved))
@@ -337,7 +343,7 @@ def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: 
     for name in reversed(SAVES):  # "input" first: "matmuls" may be the same
         with PeakMeter(device) as m:
             m.mark()
-            pr = PartialRun(run, name)
+            pr = PartialRun(run, name, device)
             res = pr.fwd()
             a_bytes, saved_bytes, _, held_out = _sizes(res, outputs_held, loss_output)
             none_kept = not res.saved
@@ -355,7 +361,7 @@ def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: 
         f_ms: List[float] = []
         b_ms: List[float] = []
         for _ in range(n):
-            pr = PartialRun(run, name)
+            pr = PartialRun(run, name, device)
             sync(device)
             t0 = time.perf_counter()
             res = pr.fwd()
