@@ -331,6 +331,15 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     return info
 
 
+
+def add_bwd_overhead(stage: Dict[str, Any], nbytes: int) -> None:
+    """What a stage's B holds beyond its profile (a tied parameter's gradient
+    added out of place), added to the B of its full save and of each of its
+    partial saves: every one runs the same backward."""
+    stage["bwd_overhead"] += nbytes
+    for o in stage.get("options", []):
+        o["bwd_overhead"] += nbytes
+
 def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: bool,
                    loss_output: bool, fwd_ms: float, bwd_ms: float) -> List[Dict[str, Any]]:
     """The chain options of a stage: every partial save of SAVES, in order,

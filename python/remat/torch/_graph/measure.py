@@ -8,7 +8,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from .._measure import StageProbe, measure, sizes_only, step_reserve, through_boundary
+from .._measure import (StageProbe, add_bwd_overhead, measure, sizes_only, step_reserve,
+                        through_boundary)
 from .._program import Profile
 from .._progress import Progress
 from .._tensors import (FreeKey, cuda_devices, dense_bytes, detached_like, device_of, free_key,
@@ -163,7 +164,7 @@ def shared_param_grads(prog: "GraphProgram", feeds: Dict[fx.Node, Any],
             nbytes = dense_bytes([v])
             out.append([nbytes, max(readers), min(readers)])
             for r in sorted(readers)[:-1]:
-                stages[r - 1]["bwd_overhead"] += nbytes
+                add_bwd_overhead(stages[r - 1], nbytes)
     return out
 
 

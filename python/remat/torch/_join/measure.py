@@ -12,7 +12,7 @@ from torch import fx
 import remat
 
 from .._graph.measure import GraphStageProbe, held_grads
-from .._measure import measure, step_reserve
+from .._measure import add_bwd_overhead, measure, step_reserve
 from .._progress import Progress
 from .._tensors import (FreeKey, cuda_devices, dense_bytes, detached_like, device_of, free_key,
                         keys_of, tensors_in, unique_bytes)
@@ -105,5 +105,5 @@ def _shared_params(prog: JoinGraphProgram, feeds: Dict[fx.Node, Any],
             nbytes = dense_bytes([v])
             out += nbytes
             for r in readers:
-                stages[r - 1]["bwd_overhead"] += nbytes
+                add_bwd_overhead(stages[r - 1], nbytes)
     return out
