@@ -307,11 +307,12 @@ def _above(name, gap):
         "peak here (issue 24, open)" % gap)))
 
 
-@pytest.mark.parametrize("name", ["neox", _above("clip", "31%"), _above("mixtral", "3.4%"),
+@pytest.mark.parametrize("name", ["neox", "clip", _above("mixtral", "3.4%"),
                                   _above("qwen2moe", "4.3%"), _above("mamba", "6%")])
 def test_not_above_hf_checkpointing(name):
     """remat's smallest accepted limit is at or below the measured peak of
-    Hugging Face's per-layer checkpointing (non-reentrant), and met."""
+    Hugging Face's per-layer checkpointing (non-reentrant), and met. (CLIP:
+    its two towers joined, remat.torch._join, each a chain of its own.)"""
     ref, w, args, kwargs = _model(name)
     low = _smallest(w)
     hf = _hf_checkpointing_peak(name)
