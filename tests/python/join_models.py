@@ -113,6 +113,23 @@ class TwoTower(nn.Module):
         return F.cross_entropy(logits, torch.arange(len(q), device=q.device))
 
 
+class DualEncoder(nn.Module):
+    """Two MLP towers of different depth; the in-batch labels are made from
+    the batch size after both towers ran (the head's arange then follows
+    the towers in the graph)."""
+
+    def __init__(self, d: int = 64, nq: int = 3, nd: int = 5) -> None:
+        super().__init__()
+        self.q = MlpEncoder(32, d, nq)
+        self.d = MlpEncoder(32, d, nd)
+        self.scale = nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, qx: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
+        a, b = self.q(qx), self.d(dx)
+        s = self.scale * F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t()
+        return F.cross_entropy(s, torch.arange(s.shape[0], device=s.device))
+
+
 def per_layer(model: nn.Module) -> nn.Module:
     """`model` with every block of every tower checkpointed."""
     for m in model.modules():
@@ -139,6 +156,11 @@ def two_tower(batch: int = 16, seq: int = 12, image: int = 16) -> Example:
     m = TwoTower().train()
     ids = torch.randint(0, 500, (batch, seq))
     return m, (ids, torch.randn(batch, 3, image, image)), {}
+
+
+def dual_encoder(batch: int = 16, seq: int = 12) -> Example:
+    m = DualEncoder().train()
+    return m, (torch.randn(batch, seq, 32), torch.randn(batch, 2 * seq, 32)), {}
 
 
 def clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
