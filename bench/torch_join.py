@@ -4,7 +4,7 @@ the towers cut into one chain, in the model's order) and against per-layer
 checkpointing of every tower, measured with one meter (remat.torch.PeakMeter)
 for every method.
 
-    python bench/torch_join.py [--models clip,siamese,triplet] [--steps 5] [--quick]
+    python bench/torch_join.py [--models clip,siamese,triplet,dual-bert] [--steps 5] [--quick]
                                [--out docs/img]
 
 For each model: plain autograd and per-layer checkpointing (Hugging Face's
@@ -50,10 +50,13 @@ MODELS = {
     "siamese": (lambda: jm.siamese(batch=64, seq=32, d=128, n=8), jm.per_layer),
     # a triplet network: one 6-block convolutional encoder on three images
     "triplet": (lambda: jm.triplet(batch=16, image=32, c=32, n=6), jm.per_layer),
+    # a dual BERT encoder (4- and 6-layer towers, width 96; queries of 32
+    # tokens, documents of 128, batch 8): no test uses it
+    "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer),
 }
 # --quick: the test suite's sizes (tests/python/join_models.py defaults)
 QUICK = {"clip": (jm.clip, jm.clip_per_layer), "siamese": (jm.siamese, jm.per_layer),
-         "triplet": (jm.triplet, jm.per_layer)}
+         "triplet": (jm.triplet, jm.per_layer), "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer)}
 
 
 def loss_of(out: Any) -> torch.Tensor:

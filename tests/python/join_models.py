@@ -189,3 +189,44 @@ def clip_per_layer(model: nn.Module) -> nn.Module:
         warnings.simplefilter("ignore", FutureWarning)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
+
+
+class DualBert(nn.Module):
+    """A retrieval dual encoder: two BERT towers of different depth (query
+    and document), in-batch contrastive loss on their first tokens. Only
+    bench/torch_join.py uses it (a model the tests never saw)."""
+
+    def __init__(self, width: int = 96, nq: int = 4, nd: int = 6) -> None:
+        super().__init__()
+        import transformers
+        transformers.logging.set_verbosity_error()
+
+        def bert(layers: int) -> nn.Module:
+            cfg = transformers.BertConfig(vocab_size=800, hidden_size=width,
+                                          num_hidden_layers=layers, num_attention_heads=4,
+                                          intermediate_size=4 * width)
+            return transformers.BertModel(cfg, add_pooling_layer=False)
+
+        self.q, self.d = bert(nq), bert(nd)
+        self.scale = nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, qi: torch.Tensor, di: torch.Tensor) -> torch.Tensor:
+        a = self.q(qi).last_hidden_state[:, 0]
+        b = self.d(di).last_hidden_state[:, 0]
+        s = self.scale * F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t()
+        return F.cross_entropy(s, torch.arange(s.shape[0], device=s.device))
+
+
+def dual_bert(batch: int = 8, qlen: int = 32, dlen: int = 128) -> Example:
+    m = DualBert().train()
+    return m, (torch.randint(0, 800, (batch, qlen)), torch.randint(0, 800, (batch, dlen))), {}
+
+
+def dual_bert_per_layer(model: nn.Module) -> nn.Module:
+    """Hugging Face's per-layer checkpointing of both BERT towers."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        for tower in (model.q, model.d):
+            tower.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
