@@ -465,6 +465,7 @@ class _CallerMeter:
             self.rider.mark()
         else:
             self.meter = PeakMeter(entry.device)
+            self.meter._rideable = False
             self.meter.__enter__()
             BEFORE_METER.append(self.close)
             self.meter.mark()
