@@ -4,8 +4,8 @@ the towers cut into one chain, in the model's order) and against per-layer
 checkpointing of every tower, measured with one meter (remat.torch.PeakMeter)
 for every method.
 
-    python bench/torch_join.py [--models clip,siamese,triplet] [--steps 5] [--quick]
-                               [--out docs/img]
+    python bench/torch_join.py [--models clip,siamese,triplet,dual-bert] [--steps 5] [--quick]
+                               [--out docs/img] [--interleave R]
 
 For each model: plain autograd and per-layer checkpointing (Hugging Face's
 gradient_checkpointing_enable() for CLIP, torch.utils.checkpoint around every
@@ -50,10 +50,13 @@ MODELS = {
     "siamese": (lambda: jm.siamese(batch=64, seq=32, d=128, n=8), jm.per_layer),
     # a triplet network: one 6-block convolutional encoder on three images
     "triplet": (lambda: jm.triplet(batch=16, image=32, c=32, n=6), jm.per_layer),
+    # a dual BERT encoder (4- and 6-layer towers, width 96; queries of 32
+    # tokens, documents of 128, batch 8): no test uses it
+    "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer),
 }
 # --quick: the test suite's sizes (tests/python/join_models.py defaults)
 QUICK = {"clip": (jm.clip, jm.clip_per_layer), "siamese": (jm.siamese, jm.per_layer),
-         "triplet": (jm.triplet, jm.per_layer)}
+         "triplet": (jm.triplet, jm.per_layer), "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer)}
 
 
 def loss_of(out: Any) -> torch.Tensor:
@@ -144,6 +147,35 @@ def bench(name: str, steps: int, out: str, quick: bool) -> List[Dict[str, Any]]:
     return rows
 
 
+def interleaved(name: str, rounds: int, quick: bool) -> None:
+    """Step times of per-layer checkpointing and of remat's join at
+    per-layer checkpointing's measured peak, one step of each in turn:
+    medians and ranges of `rounds` steps each, with the load average."""
+    make, per_layer = (QUICK if quick else MODELS)[name]
+    torch.manual_seed(0)
+    m, args, kw = make()
+    ck = per_layer(copy.deepcopy(m))
+    ck_peak, _ = run(ck, args, kw, 1)
+    w = rt.checkpoint(copy.deepcopy(m), args, kw, memory=ck_peak, cache=False, progress=False)
+
+    def one(model: torch.nn.Module) -> float:
+        torch.manual_seed(1)
+        t0 = time.perf_counter()
+        loss_of(model(*args, **kw)).backward()
+        return (time.perf_counter() - t0) * 1e3
+
+    one(ck)
+    one(w)
+    times: Dict[str, List[float]] = {"per-layer checkpointing": [], "remat join": []}
+    for _ in range(rounds):
+        times["per-layer checkpointing"].append(one(ck))
+        times["remat join"].append(one(w))
+    print("%s at per-layer checkpointing's peak (%d B), %d interleaved steps each, load %s"
+          % (name, ck_peak, rounds, " ".join("%.2f" % x for x in os.getloadavg())))
+    for k, v in times.items():
+        print("  %-24s median %7.1f ms  [%.1f-%.1f]" % (k, statistics.median(v), min(v), max(v)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="clip,siamese,triplet")
@@ -151,8 +183,15 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "img"))
     ap.add_argument("--quick", action="store_true",
                     help="the test suite's smaller models (a loaded or small machine)")
+    ap.add_argument("--interleave", type=int, default=0, metavar="R",
+                    help="only time per-layer checkpointing and remat's join at per-layer "
+                    "checkpointing's peak, R steps of each in turn")
     ns = ap.parse_args()
     torch.set_num_threads(2)
+    if ns.interleave:
+        for name in ns.models.split(","):
+            interleaved(name, ns.interleave, ns.quick)
+        return
     for name in ns.models.split(","):
         rows = bench(name, ns.steps, ns.out, ns.quick)
         path = os.path.join(ns.out, "torch_join_%s.csv" % name)

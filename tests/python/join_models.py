@@ -113,6 +113,23 @@ class TwoTower(nn.Module):
         return F.cross_entropy(logits, torch.arange(len(q), device=q.device))
 
 
+class DualEncoder(nn.Module):
+    """Two MLP towers of different depth; the in-batch labels are made from
+    the batch size after both towers ran (the head's arange then follows
+    the towers in the graph)."""
+
+    def __init__(self, d: int = 64, nq: int = 3, nd: int = 5) -> None:
+        super().__init__()
+        self.q = MlpEncoder(32, d, nq)
+        self.d = MlpEncoder(32, d, nd)
+        self.scale = nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, qx: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
+        a, b = self.q(qx), self.d(dx)
+        s = self.scale * F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t()
+        return F.cross_entropy(s, torch.arange(s.shape[0], device=s.device))
+
+
 def per_layer(model: nn.Module) -> nn.Module:
     """`model` with every block of every tower checkpointed."""
     for m in model.modules():
@@ -141,6 +158,11 @@ def two_tower(batch: int = 16, seq: int = 12, image: int = 16) -> Example:
     return m, (ids, torch.randn(batch, 3, image, image)), {}
 
 
+def dual_encoder(batch: int = 16, seq: int = 12) -> Example:
+    m = DualEncoder().train()
+    return m, (torch.randn(batch, seq, 32), torch.randn(batch, 2 * seq, 32)), {}
+
+
 def clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
          ) -> Example:
     import transformers
@@ -166,4 +188,45 @@ def clip_per_layer(model: nn.Module) -> nn.Module:
     with warnings.catch_warnings():  # transformers 5 renames it activation_checkpointing_enable
         warnings.simplefilter("ignore", FutureWarning)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+class DualBert(nn.Module):
+    """A retrieval dual encoder: two BERT towers of different depth (query
+    and document), in-batch contrastive loss on their first tokens. Only
+    bench/torch_join.py uses it (a model the tests never saw)."""
+
+    def __init__(self, width: int = 96, nq: int = 4, nd: int = 6) -> None:
+        super().__init__()
+        import transformers
+        transformers.logging.set_verbosity_error()
+
+        def bert(layers: int) -> nn.Module:
+            cfg = transformers.BertConfig(vocab_size=800, hidden_size=width,
+                                          num_hidden_layers=layers, num_attention_heads=4,
+                                          intermediate_size=4 * width)
+            return transformers.BertModel(cfg, add_pooling_layer=False)
+
+        self.q, self.d = bert(nq), bert(nd)
+        self.scale = nn.Parameter(torch.tensor(10.0))
+
+    def forward(self, qi: torch.Tensor, di: torch.Tensor) -> torch.Tensor:
+        a = self.q(qi).last_hidden_state[:, 0]
+        b = self.d(di).last_hidden_state[:, 0]
+        s = self.scale * F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).t()
+        return F.cross_entropy(s, torch.arange(s.shape[0], device=s.device))
+
+
+def dual_bert(batch: int = 8, qlen: int = 32, dlen: int = 128) -> Example:
+    m = DualBert().train()
+    return m, (torch.randint(0, 800, (batch, qlen)), torch.randint(0, 800, (batch, dlen))), {}
+
+
+def dual_bert_per_layer(model: nn.Module) -> nn.Module:
+    """Hugging Face's per-layer checkpointing of both BERT towers."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        for tower in (model.q, model.d):
+            tower.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
     return model

@@ -352,3 +352,63 @@ def test_input_that_requires_grad_gets_its_gradient():
         mod(xx).square().sum().backward()
         grads.append(xx.grad)
     assert torch.equal(*grads)
+
+
+def test_a_rider_reads_its_own_marks_from_the_running_meter():
+    """A second profiler cannot start inside a PeakMeter on CPU: a Rider's
+    marks go into the running meter's profile, and its segments come when
+    that meter ends, blind to the meter's own marks and to other riders'."""
+    from remat.torch._memory import Rider
+    got = {}
+    own = rt.PeakMeter()  # remat's meter of a caller's loss: never a host
+    own._rideable = False
+    with own:
+        assert Rider.host("cpu") is None
+    with rt.PeakMeter() as host:  # it stops any meter left running first
+        keep = torch.empty(1 << 18)  # 1 MiB
+        assert Rider.host("cpu") is host
+        r = Rider(host, lambda seg, n: got.update(seg=seg, n=n))
+        r.mark()
+        big = torch.empty(1 << 20)  # 4 MiB
+        host.mark()
+        del big
+        r.mark()
+        later = torch.empty(1 << 19)  # 2 MiB
+        del later
+        assert not got  # not before the meter ends
+    assert Rider.host("cpu") is not host
+    assert got["n"] == 2 and got["seg"] == [4 << 20, 2 << 20]
+    assert host.peak == 5 << 20 and host.segment_peaks == [0]
+    del keep
+
+
+def test_nested_meters_on_cuda_keep_each_others_peak(monkeypatch):
+    """On CUDA a meter resets the allocator's peak statistics at its start
+    and marks: the peak an enclosing meter had seen so far must survive it
+    (remat's measure of the caller's loss runs inside the user's meter).
+    The allocator's statistics are simulated: no GPU here."""
+    st = {"cur": 0, "top": 0}
+
+    def alloc(n):
+        st["cur"] += n
+        st["top"] = max(st["top"], st["cur"])
+
+    def reset(device=None):
+        st["top"] = st["cur"]
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: st["cur"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: st["top"])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset)
+    with rt.PeakMeter("cuda") as outer:
+        alloc(100)
+        alloc(-100)
+        outer.mark()
+        with rt.PeakMeter("cuda") as inner:
+            alloc(30)
+            alloc(-30)
+            inner.mark()
+            alloc(20)
+        alloc(-20)
+    assert inner.peak == 30 and inner.segment_peaks == [20]
+    assert outer.peak == 100 and outer.segment_peaks == [30]

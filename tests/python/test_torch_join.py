@@ -62,6 +62,13 @@ def test_two_different_towers_run_in_any_order():
     check_join(jm.two_tower(), jm.per_layer, 2, False)
 
 
+def test_labels_made_from_the_batch_size_after_the_towers():
+    """The head's labels, arange(batch), come from the first input's size
+    alone and follow both towers in the graph: a tower's last stage held
+    only them, and the head's input passed through it (KeyError)."""
+    check_join(jm.dual_encoder(), jm.per_layer, 2, False)
+
+
 def test_siamese_shares_its_encoder_in_order():
     w = check_join(jm.siamese(), jm.per_layer, 2, True)
     assert "share parameters" in w.remat_report()

@@ -23,7 +23,7 @@ from ._budget import human
 from ._config import Bandwidth, CacheSetting, Config, Memory, check_bandwidth, check_memory
 from ._graph.guards import entry_key
 from . import _prepare
-from ._memory import BEFORE_METER, PeakMeter
+from ._memory import BEFORE_METER, PeakMeter, Rider
 from ._prepare import Prepared, profiled
 from ._shapes import Counts, ShapeSet, Signature, leaf_key, entry_for, family_key
 from ._program import Args, Kwargs
@@ -442,12 +442,14 @@ class _CallerMeter:
     """Measures, once, what the first step uses between the end of the
     model's forward and the arrival of the first gradient at its outputs,
     beyond those gradients: the caller's loss (its saved tensors, a .float()
-    copy of the logits, their gradients). PeakMeter from the end of the
-    forward; a hook on the outputs marks the arrival. A profiler cannot be
-    stopped inside a backward (autograd restores the thread's state after
-    it), so on CPU the meter stops at the next call of the model, of
-    remat_report() or of a PeakMeter. Not started under another profiler
-    (the user's own PeakMeter)."""
+    copy of the logits, their gradients). A PeakMeter marked at the end of
+    the forward and, by a hook on the outputs, at the arrival. A profiler
+    cannot be stopped inside a backward (autograd restores the thread's
+    state after it), so on CPU the meter stops at the next call of the
+    model, of remat_report() or of a PeakMeter. Inside the user's own
+    PeakMeter on CPU it rides that meter's profiler (a Rider: the measure
+    comes when that meter ends); under another profiler it is not started,
+    and the next step tries again."""
 
     def __init__(self, owner: "RematModule", entry: Prepared, out: Any) -> None:
         self.owner, self.entry = owner, entry
@@ -455,24 +457,45 @@ class _CallerMeter:
                 and t.requires_grad]
         self.grads = sum(t.numel() * t.element_size() for t in outs)
         self.marked = False
-        self.meter: Optional[PeakMeter] = PeakMeter(entry.device)
-        self.meter.__enter__()
-        BEFORE_METER.append(self.close)
-        self.meter.mark()
+        self.meter: Optional[PeakMeter] = None
+        self.rider: Optional[Rider] = None
+        host = Rider.host(entry.device)
+        if host is not None:
+            self.rider = Rider(host, self._rode)
+            self.rider.mark()
+        else:
+            self.meter = PeakMeter(entry.device)
+            self.meter._rideable = False
+            self.meter.__enter__()
+            BEFORE_METER.append(self.close)
+            self.meter.mark()
         self.handles = [t.register_hook(self._arrived)  # type: ignore[no-untyped-call]
                         for t in outs]
 
     @staticmethod
     def can_start(entry: Prepared) -> bool:
-        return not torch.autograd._profiler_enabled()  # type: ignore[attr-defined]
+        return (not torch.autograd._profiler_enabled()  # type: ignore[attr-defined]
+                or Rider.host(entry.device) is not None)
 
     def _arrived(self, grad: torch.Tensor) -> None:
-        if not self.marked and self.meter is not None:
+        marker = self.meter or self.rider
+        if not self.marked and marker is not None:
             self.marked = True
-            self.meter.mark()
+            marker.mark()
+
+    def _take(self, segment: int) -> None:
+        if self.owner._remat_caller is None:
+            extra = max(0, segment - self.grads)
+            self.owner._remat_caller = (extra if extra > CALLER_MIN else 0,
+                                        self.entry.plain_peak)
+
+    def _rode(self, segments: List[int], marks: int) -> None:
+        if marks >= 2 and segments:
+            self._take(segments[0])
 
     def close(self) -> None:
-        """Stops the meter; takes the measure if the gradient arrived."""
+        """Stops the meter; takes the measure if the gradient arrived (a
+        rider's comes when its host meter ends)."""
         if self.close in BEFORE_METER:
             BEFORE_METER.remove(self.close)
         for h in self.handles:
@@ -485,9 +508,7 @@ class _CallerMeter:
             return
         meter.__exit__(None, None, None)
         if self.marked and meter.segment_peaks:
-            extra = max(0, meter.segment_peaks[0] - self.grads)
-            self.owner._remat_caller = (extra if extra > CALLER_MIN else 0,
-                                        self.entry.plain_peak)
+            self._take(meter.segment_peaks[0])
 
 
 # Below this, what the caller's loss takes is the small tensors the step

@@ -273,8 +273,26 @@ def _tower_cut(nodes: List[fx.Node], head: List[fx.Node], facts: Dict[fx.Node, C
     head_set = set(head)
     bounds.append([n for n in nodes if n in acts and n not in held
                    and any(u in head_set for u in n.users)])
+    starts, bounds = _without_pass_through(starts, bounds, nodes)
     starts, bounds = C._merge(starts, bounds, nodes, facts, cap)
     return starts, bounds, held
+
+
+def _without_pass_through(starts: List[int], bounds: List[List[fx.Node]],
+                          nodes: List[fx.Node]) -> Tuple[List[int], List[List[fx.Node]]]:
+    """Joins each stage whose end boundary carries an activation made before
+    it to the stage before: a stage's a[i] is made by the stage itself. (A
+    tower can end in nodes that are no activations, such as an arange from
+    the batch size that only the head reads: the head's input, made earlier,
+    would pass through that last stage.)"""
+    starts, bounds = list(starts), [list(b) for b in bounds]
+    for k in range(len(starts) - 1, 0, -1):  # a joined stage is checked next
+        end = starts[k + 1] if k + 1 < len(starts) else len(nodes)
+        inside = set(nodes[starts[k]:end])
+        if any(b not in inside for b in bounds[k]):
+            del starts[k]
+            del bounds[k - 1]  # the joined stage ends where stage k ended
+    return starts, bounds
 
 
 def main_order(plan: Any, sizes: List[int]) -> List[Tuple[int, int]]:
