@@ -126,18 +126,14 @@ class Meter:
                 p.grad = torch.zeros_like(p)
         self.sync()
         t0 = time.perf_counter()
-        out = fn()
-        loss_of(out).backward()
-        del out
+        fn().backward()
         self.sync()
         return (time.perf_counter() - t0) * 1e3
 
     def peak(self, fn: Callable[[], Any], params: List[torch.nn.Parameter]) -> int:
         self.step(fn, params)
         with rt.PeakMeter(self.device) as m:
-            out = fn()
-            loss_of(out).backward()
-            del out
+            fn().backward()
         return m.peak
 
 
@@ -152,7 +148,7 @@ def bench_model(name: str, args: argparse.Namespace, rows: List[Dict[str, Any]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         w = rt.checkpoint(copy.deepcopy(model), inputs, kwargs, memory=1.0, cache=False,
-                          progress=True)
+                          progress=True, loss=loss_of)
     prepare = time.perf_counter() - t0
     e = w.last_entry
     try:
@@ -163,9 +159,9 @@ def bench_model(name: str, args: argparse.Namespace, rows: List[Dict[str, Any]])
     plain = e.plain_peak
     k = args.limits
     limits = sorted({int(low + (plain - low) * i / (k - 1)) for i in range(k)})
-    # (name, setup before the step (not timed), step, parameters)
+    # (name, setup before the step (not timed), step returning the loss, parameters)
     Method = Tuple[str, Callable[[], None], Callable[[], Any], List[torch.nn.Parameter]]
-    methods: List[Method] = [("plain", _nothing, lambda: model(*inputs, **kwargs),
+    methods: List[Method] = [("plain", _nothing, lambda: loss_of(model(*inputs, **kwargs)),
                               list(model.parameters()))]
     for lim in limits:
         methods.append(("remat", lambda m=lim: w.set_memory(m), lambda: w(*inputs, **kwargs),
@@ -174,7 +170,7 @@ def bench_model(name: str, args: argparse.Namespace, rows: List[Dict[str, Any]])
         n = len(stack(model))
         for seg in sorted({s for s in range(2, n + 1) if n % s == 0 or s <= 8}):
             methods.append(("sequential-%d" % seg, _nothing,
-                            lambda s=seg: sequential_runner(model, s)(*inputs),
+                            lambda s=seg: loss_of(sequential_runner(model, s)(*inputs)),
                             list(model.parameters())))
     meter = Meter(device)
     times: Dict[int, List[float]] = {i: [] for i in range(len(methods))}

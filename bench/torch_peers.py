@@ -59,6 +59,7 @@ BENCHMARKS.md and the prediction errors (MAPE) of remat's points.
     python bench/torch_peers.py --plot-only     # PNGs and tables from the CSVs
 """
 import argparse
+import collections
 import copy
 import csv
 import functools
@@ -97,7 +98,7 @@ SIZES = {
 CSV_FIELDS = ["model", "size", "device", "family", "setting", "status", "peak_bytes",
               "step_s", "step_min_s", "step_max_s", "fb_s", "fb_min_s", "fb_max_s", "n_steps",
               "limit_bytes", "pred_peak_bytes", "pred_fb_ms", "pred_fb_rounds_ms", "load_min",
-              "load_max", "note", "torch", "date"]
+              "load_max", "note", "saves", "torch", "date"]
 
 
 def keep_freed_memory():
@@ -289,6 +290,7 @@ class Point:
         self.schedule = None  # remat's points: the solved schedule
         self.pred_fb_rounds_ms = None  # its time on the stage times profiled in the rounds
         self.note = ""
+        self.saves = ""
 
     def label(self):
         return "%s %s" % (self.family, self.setting)
@@ -480,8 +482,18 @@ def remat_points(task, w, cp, family, limits_by_algo):
                 pt.limit, pt.pred_peak, pt.pred_fb_ms = e.limit, e.predicted_peak, e.schedule.time
                 pt.schedule = e.schedule
                 pt.note = "%s path, %d stages" % (e.info["path"], e.chain.n - 1)
+                pt.saves = saves_used(e.plan)
             pts.append(pt)
     return pts
+
+
+def saves_used(plan):
+    """The partial saves of a point's plan: "5 full, 3 matmuls, 2 input"
+    (its Fall ops by option, docs/python.md)."""
+    names = ("full", "matmuls", "input")
+    counts = collections.Counter(st.option for st in plan.steps if st.kind == "Fall")
+    return ", ".join("%d %s" % (counts[k], names[k] if k < len(names) else k)
+                     for k in sorted(counts))
 
 
 class ProfilePass:
@@ -658,6 +670,7 @@ def row_of(task, size, device, pt):
             "pred_fb_ms": fmt(pt.pred_fb_ms), "pred_fb_rounds_ms": fmt(pt.pred_fb_rounds_ms),
             "load_min": fmt(min(pt.loads) if pt.loads else None),
             "load_max": fmt(max(pt.loads) if pt.loads else None), "note": pt.note,
+            "saves": pt.saves,
             "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
 
 
@@ -734,16 +747,17 @@ def remat_table(rows):
     """Markdown: remat's points, predicted against measured."""
     lines = ["| algorithm | limit MiB | peak MiB: predicted | measured | fwd+bwd ms: predicted "
              "(profile before the rounds) | predicted (profiles in the rounds) | measured "
-             "| step s (min–max) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| step s (min–max) | forwards' saves |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in sorted(ok(rows), key=lambda r: (FAMILY_ORDER[r["family"]], r["limit_bytes"] or 0)):
         if not r["family"].startswith("remat"):
             continue
         rounds = r.get("pred_fb_rounds_ms")
-        lines.append("| %s | %.1f | %.1f | %.1f | %.0f | %s | %.0f | %s |" % (
+        lines.append("| %s | %.1f | %.1f | %.1f | %.0f | %s | %.0f | %s | %s |" % (
             r["family"].replace("remat-", ""), r["limit_bytes"] / MIB,
             r["pred_peak_bytes"] / MIB, r["peak_bytes"] / MIB, r["pred_fb_ms"],
-            "%.0f" % rounds if rounds else "-", r["fb_s"] * 1e3, spread(r)))
+            "%.0f" % rounds if rounds else "-", r["fb_s"] * 1e3, spread(r),
+            r.get("saves") or "-"))
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from ._graph.guards import entry_key
 from . import _prepare
 from ._memory import BEFORE_METER, PeakMeter, Rider
 from ._prepare import Prepared, profiled
+from ._saves import describe
 from ._shapes import Counts, ShapeSet, Signature, leaf_key, entry_for, family_key
 from ._program import Args, Kwargs
 from ._progress import Progress
@@ -357,6 +358,9 @@ class RematModule(nn.Module):
                              human(e.limit), human(e.predicted_peak), human(e.held),
                              human(e.plain_peak), e.schedule.time, e.chain.time_unit,
                              remat.store_all_cost(e.chain)[1]))
+        if e.plan is not None and any(st.option for st in e.plan.steps):
+            lines.append("%s (forwards that keep what the backward needs: all of it, the "
+                         "matmul outputs only, or only the stage input)" % describe(e.plan.steps))
         if e.fallback:
             lines.append("on_infeasible='fallback': this input runs at %s, the smallest limit "
                          "remat finds for it, above the limit" % human(e.fallback))
