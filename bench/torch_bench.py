@@ -101,11 +101,17 @@ def stack(model: torch.nn.Module) -> List[torch.nn.Module]:
 def sequential_runner(model: torch.nn.Module, segments: int) -> Callable[..., Any]:
     """model's forward with its stack of blocks under checkpoint_sequential."""
     blocks = torch.nn.Sequential(*stack(model))
+    kids = list(model.named_children())  # the stem, the layers, the head, in order
+    first = next(i for i, (n, _) in enumerate(kids) if n == "layer1")
+    last = next(i for i, (n, _) in enumerate(kids) if n == "layer4")
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        x = model.maxpool(model.relu(model.bn1(model.conv1(x))))
+        for _, m in kids[:first]:
+            x = m(x)
         x = checkpoint_sequential(blocks, segments, x, use_reentrant=False)
-        return model.fc(torch.flatten(model.avgpool(x), 1))
+        for _, m in kids[last + 1:]:  # models.ResNet's pool leaves 4 dimensions, timm's 2
+            x = m(torch.flatten(x, 1) if isinstance(m, torch.nn.Linear) else x)
+        return x
     return run
 
 
