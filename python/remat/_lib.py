@@ -22,6 +22,9 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int
 EXPECTED_MAJOR = 0
 NAME_MAX = 256
 OPTION_NAME_MAX = 64
+OPTION_NAME_MAX = 64
+OPTION_NAME_MAX = 64
+OPTION_NAME_MAX = 64
 MESSAGE_MAX = 512
 OP_TEXT_MAX = 32
 ALGORITHM_MAX = 32

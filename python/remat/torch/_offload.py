@@ -53,6 +53,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
+import torch.utils._pytree as pytree
 
 import remat
 
@@ -336,25 +337,44 @@ def _on(t: torch.Tensor, device: torch.device) -> bool:
     return device.index is None or t.device.index in (None, device.index)
 
 
-def _flatten(value: Any) -> Tuple[List[Any], Callable[[List[Any]], Any]]:
-    """A stored value (a list of tensors, or an abar with .a and .saved) as a
-    flat list, and how to rebuild it from one."""
+def _flatten(value: Any) -> Tuple[List[Any], Callable[[List[Any]], Any], Callable[[], None]]:
+    """A stored value (a list of tensors, or an abar with .a, .saved and
+    .part) as a flat list, how to rebuild it from one, and how to let go of
+    the device tensors that only the value's partial save holds. A partial
+    save that keeps matmul outputs holds them in its op cache, beside the
+    saved tensors: they travel with the abar, or its device memory would
+    stay taken while the plan counts it as moved to the host."""
     if isinstance(value, list):
-        return list(value), lambda flat: flat
-    n, cls = len(value.a), type(value)  # (not value: the rebuild must not hold the device copy)
-    return list(value.a) + list(value.saved), lambda flat: cls(flat[:n], flat[n:])
+        return list(value), lambda flat: flat, lambda: None
+    # (the closures take the parts, not value: a rebuild must not hold the device copy)
+    n, cls, part = len(value.a), type(value), getattr(value, "part", None)
+    flat = list(value.a) + list(value.saved)
+    cache = part.cache if part is not None else None
+    if cache is None:
+        return flat, lambda f: cls(f[:n], f[n:], part), lambda: None
+    leaves, spec = pytree.tree_flatten(cache.outs)
+    m, k = len(flat), len(leaves)  # (the closures must not hold leaves either)
+
+    def rebuild(f: List[Any]) -> Any:
+        cache.outs = pytree.tree_unflatten(f[m:], spec)
+        return cls(f[:n], f[n:m], part)
+
+    def drop() -> None:
+        cache.outs = pytree.tree_unflatten([None] * k, spec)
+    return flat + leaves, rebuild, drop
 
 
 class _Rec:
     """A value's copies in this step. state: "offloading" (the device copy is
     still held), "host" (released), "prefetching" (copying back), "device"."""
 
-    __slots__ = ("ref", "layout", "rebuild", "host", "off", "pre", "state")
+    __slots__ = ("ref", "layout", "rebuild", "drop", "host", "off", "pre", "state")
 
     def __init__(self, ref: Ref) -> None:
         self.ref = ref
         self.layout: Optional[_Layout] = None
         self.rebuild: Optional[Callable[[List[Any]], Any]] = None
+        self.drop: Callable[[], None] = lambda: None
         self.host: List[torch.Tensor] = []
         self.off: Ticket = _Done()
         self.pre: Ticket = _Done()
@@ -424,7 +444,7 @@ class StepCopies:
         if old is not None:
             self._drop_host(old)
         rec = _Rec(ref)
-        flat, rec.rebuild = _flatten(value)
+        flat, rec.rebuild, rec.drop = _flatten(value)
         rec.layout = _Layout(flat, self.keep | self.pinned, self.link.device)
         srcs = [_bytes_of(s, self.link.device) for s in rec.layout.storages]
         rec.host = [self.link.pool.take(n) for n in rec.layout.nbytes]
@@ -443,6 +463,7 @@ class StepCopies:
         if rec.layout is not None:
             self.link.note("release", [s.data_ptr() for s in rec.layout.storages])
             rec.layout.storages = []  # the last references of the executor to the device copy
+        rec.drop()
         self.store().pop(ref, None)
         rec.state = "host"
         if self.on_release is not None:
