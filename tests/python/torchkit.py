@@ -163,9 +163,11 @@ def limits(w: rt.RematModule, algorithm: str = "optimal") -> List[int]:
 
 
 def recomputes(sched: "remat.Schedule") -> bool:
-    """Whether the schedule runs some stage's forward more than once."""
+    """Whether the schedule runs some stage's forward more than once, or
+    makes a partial save ("Fall i/k": its B runs the stage again)."""
     fwd = [op.split()[1].split("/")[0] for op in sched.ops if op.startswith("F")]
-    return len(fwd) > len(set(fwd))
+    return len(fwd) > len(set(fwd)) or any(
+        op.startswith("Fall ") and "/" in op for op in sched.ops)
 
 
 def copies(model: torch.nn.Module) -> Tuple[torch.nn.Module, torch.nn.Module]:
