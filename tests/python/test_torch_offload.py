@@ -158,6 +158,31 @@ def test_an_offloaded_partial_save_takes_its_kept_matmul_outputs_along():
     assert part.cache.outs[0] is copies[3] and part.cache.outs[1][0] is copies[4]
 
 
+def test_a_prefetch_holds_its_destination_until_waited_for():
+    """CUDA: a prefetch's destination stays referenced by its ticket until
+    compute (ready) or the host (wait) has waited for the copy, instead of
+    record_stream (see _CudaTicket). The event is a stand-in: no GPU here."""
+    import weakref
+
+    from remat.torch._offload import _CudaTicket
+
+    class Event:
+        synced = 0
+
+        def synchronize(self):
+            Event.synced += 1
+
+        def query(self):
+            return Event.synced > 0
+    dst = torch.empty(8)
+    gone = weakref.ref(dst)
+    ticket = _CudaTicket(Event(), torch.device("cuda"), [dst])
+    del dst
+    assert gone() is not None and not ticket.done()
+    ticket.wait()
+    assert gone() is None and ticket.done()
+
+
 def test_second_backward_with_retain_graph():
     ref, w, args, kwargs = _model("gpt2")
     _offloading(w, "pofo")
