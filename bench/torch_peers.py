@@ -539,8 +539,10 @@ class ProfilePass:
 
 def matched_limits(peers, low, plain, n, tol):
     """Each peer's measured peak in [low, plain] (remat at the peer's own
-    memory), plus those of n evenly spaced limits not within tol of one."""
-    lims = sorted({int(pt.peak) for pt in peers if pt.status == "ok" and low <= pt.peak <= plain})
+    memory), remat's smallest limit, plus those of n evenly spaced limits
+    not within tol of one of them."""
+    lims = sorted({int(pt.peak) for pt in peers if pt.status == "ok" and low <= pt.peak <= plain}
+                  | {int(low)})
     lims += [x for x in spaced(low, plain, n) if all(abs(x - y) > tol for y in lims)]
     return sorted(lims)
 
