@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -269,30 +269,18 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     gradient the caller sends back (nothing with loss_output: the model
     returns a scalar "loss" and backward starts from it). Leaves the
     values of the last run in the run for the next stages."""
-    f_ms: List[float] = []
-    b_ms: List[float] = []
     n = max(1, repeat)
-    for r in range(n):
-        sync(device)
-        t0 = time.perf_counter()
-        res = run.fwd(True)
-        sync(device)
-        t1 = time.perf_counter()
-        if r == n - 1:
-            sizes = _sizes(res, outputs_held, loss_output)
-        seeds = run.seeds(res)
-        sync(device)
-        t2 = time.perf_counter()
-        run.bwd(res, seeds)
-        sync(device)
-        f_ms.append((t1 - t0) * 1e3)
-        b_ms.append((time.perf_counter() - t2) * 1e3)
-        del res, seeds
-    a_bytes, saved_bytes, grad_bytes, held_out = sizes
+    last: List[Tuple[int, int, int, int]] = []
+
+    def sized_seeds(res: Any) -> Any:  # the sizes of the last run
+        last[:] = [_sizes(res, outputs_held, loss_output)]
+        return run.seeds(res)
+
+    fwd_ms, bwd_ms = _timed(device, n, lambda: run.fwd(True), sized_seeds, run.bwd)
+    a_bytes, saved_bytes, grad_bytes, held_out = last[0]
     options = []
     if run.partial_saves and enabled() and saved_bytes > a_bytes:
-        options = _partial_saves(run, n, device, outputs_held, loss_output,
-                                 statistics.median(f_ms), statistics.median(b_ms))
+        options = _partial_saves(run, n, device, outputs_held, loss_output, fwd_ms, bwd_ms)
     with PeakMeter(device) as m:
         run.fwd(False)  # Fn / Fck in a recomputation
     ovh_none = m.peak - a_bytes - held_out
@@ -315,8 +303,7 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     fwd_keep, _, bwd = m.segment_peaks
     ovh_keep = fwd_keep - saved_bytes - held_out
     ovh_bwd = bwd - d_bytes
-    info = {"name": run.name, "fwd_time": statistics.median(f_ms),
-            "bwd_time": statistics.median(b_ms), "out_bytes": int(a_bytes),
+    info = {"name": run.name, "fwd_time": fwd_ms, "bwd_time": bwd_ms, "out_bytes": int(a_bytes),
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
             "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
             "bwd_overhead": int(max(0, ovh_bwd)), "held_outputs": int(held_out)}
@@ -330,6 +317,44 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
         info["options"] = options
     return info
 
+
+
+def _timed(device: torch.device, n: int, fwd: Callable[[], Any], seeds: Callable[[Any], Any],
+           bwd: Callable[[Any, Any], Any]) -> Tuple[float, float]:
+    """Median forward and backward times (ms) of n runs of a stage: fwd(),
+    then (not timed) seeds(res), then bwd(res, seeds)."""
+    f_ms: List[float] = []
+    b_ms: List[float] = []
+    for _ in range(n):
+        sync(device)
+        t0 = time.perf_counter()
+        res = fwd()
+        sync(device)
+        t1 = time.perf_counter()
+        d = seeds(res)
+        sync(device)
+        t2 = time.perf_counter()
+        bwd(res, d)
+        sync(device)
+        f_ms.append((t1 - t0) * 1e3)
+        b_ms.append((time.perf_counter() - t2) * 1e3)
+        del res, d
+    return statistics.median(f_ms), statistics.median(b_ms)
+
+
+def _fresh_partial(run: StageProbe, name: str, device: torch.device
+                   ) -> Callable[[], StageProbe.Result]:
+    """Fall i/k of partial save `name`, a new PartialRun for each run."""
+    return lambda: PartialRun(run, name, device).fwd()
+
+
+def _seeds_clearing(run: StageProbe) -> Callable[[Any], Any]:
+    """run.seeds, then the partial run's saved list emptied (as in measure)."""
+    def seeds(res: Any) -> Any:
+        d = run.seeds(res)
+        res.saved.clear()
+        return d
+    return seeds
 
 
 def add_bwd_overhead(stage: Dict[str, Any], nbytes: int) -> None:
@@ -367,28 +392,12 @@ def _partial_saves(run: StageProbe, n: int, device: torch.device, outputs_held: 
             out[name] = dict(out["input"], name=name)
             continue
         fwd_peak, _, bwd_peak = m.segment_peaks
-        f_ms: List[float] = []
-        b_ms: List[float] = []
-        for _ in range(n):
-            pr = PartialRun(run, name, device)
-            sync(device)
-            t0 = time.perf_counter()
-            res = pr.fwd()
-            sync(device)
-            t1 = time.perf_counter()
-            seeds = run.seeds(res)
-            res.saved.clear()
-            sync(device)
-            t2 = time.perf_counter()
-            run.bwd(res, seeds)
-            sync(device)
-            f_ms.append((t1 - t0) * 1e3)
-            b_ms.append((time.perf_counter() - t2) * 1e3)
-            del res, seeds, pr
-        extra = max(0.0, statistics.median(f_ms) - fwd_ms)  # recording the kept outputs
+        p_fwd_ms, p_bwd_ms = _timed(device, n, _fresh_partial(run, name, device),
+                                    _seeds_clearing(run), run.bwd)
+        extra = max(0.0, p_fwd_ms - fwd_ms)  # recording the kept outputs
         out[name] = {"name": name, "saved_bytes": int(saved_bytes),
                      "fall_overhead": int(max(0, fwd_peak - saved_bytes - held_out)),
-                     "bwd_time": max(bwd_ms, statistics.median(b_ms) + extra),
+                     "bwd_time": max(bwd_ms, p_bwd_ms + extra),
                      "bwd_overhead": int(max(0, bwd_peak - d_bytes))}
     return [out[name] for name in SAVES]
 
