@@ -377,34 +377,48 @@ class GraphProgram:
                 env[ph] = v
 
         for j, st in enumerate(self.stages, 1):
-            step.before_main(j)
-            if st.random:
-                step.record_rng(j)
-            args = [env[a] for a in st.inputs]
-            for a in self.drop_after.get(j, ()):
-                env.pop(a, None)  # only `args` holds them now: freed inside the stage
-            with step.main_stage(j), HeldRegistry(step.free_storages):
-                outs = call_stage(st.gm, args)
-            for o, v in zip(st.outputs, outs):
-                env[o] = v
-                if o in self.held:
-                    replay.vals[o] = pytree.tree_map_only(torch.Tensor, detached_like, v)
-                    if o in self.outputs:
-                        for t in tensors_in(v):
-                            step.watch(t, "output %r" % o.name)
-            bnd = boundary(step, j, [env[b] for b in st.boundary])
-            for b, v in zip(st.boundary, bnd):
-                env[b] = v
-            for src, ph in self.buffer_updates:
-                if self.stage_of.get(src) == j:
-                    with torch.no_grad():
-                        feeds[ph].copy_(env[src])
+            bnd = self._run_main(step, replay, j, j, env, feeds)
             a_j = bnd if j < self.n_stages else [env[o] for o in st.re_outputs]
-            del outs, bnd, v
+            del bnd
             step.after_main(j, a_j)
             del a_j
         step.finish_forward()
         return [env[o] if isinstance(o, fx.Node) else o for o in self.outputs]
+
+    def _run_main(self, step: Step, replay: "GraphReplay", i: int, j: int,
+                  env: Dict[fx.Node, Any], feeds: Dict[fx.Node, Any]) -> List[Any]:
+        """The main run of stage j of the program, stage i of the step's
+        chain (a join's tower runs its own stages i = 1.. of the program's
+        j): its values into env; returns its boundary values."""
+        st = self.stages[j - 1]
+        step.before_main(i)
+        if st.random:
+            step.record_rng(i)
+        args = [env[a] for a in st.inputs]
+        for a in self.drop_after.get(j, ()):
+            env.pop(a, None)  # only `args` holds them now: freed inside the stage
+        with step.main_stage(i), HeldRegistry(step.free_storages):
+            outs = call_stage(st.gm, args)
+        for o, v in zip(st.outputs, outs):
+            env[o] = v
+            if o in self.held:
+                replay.vals[o] = pytree.tree_map_only(torch.Tensor, detached_like, v)
+                if o in self.outputs:
+                    for t in tensors_in(v):
+                        step.watch(t, "output %r" % o.name)
+        bnd = boundary(step, i, [env[b] for b in st.boundary])
+        for b, v in zip(st.boundary, bnd):
+            env[b] = v
+        self._buffer_updates(j, env, feeds)
+        del outs, v
+        return bnd
+
+    def _buffer_updates(self, j: int, env: Dict[fx.Node, Any], feeds: Dict[fx.Node, Any]) -> None:
+        """The buffers stage j updates (BatchNorm statistics), copied into the model's."""
+        for src, ph in self.buffer_updates:
+            if self.stage_of.get(src) == j:
+                with torch.no_grad():
+                    feeds[ph].copy_(env[src])
 
 
 class GraphReplay:

@@ -28,9 +28,8 @@ import remat
 from .._executor import RematRuntimeError, Step, boundary
 from .._offload import HostLink
 from .._program import Args, Kwargs
-from .._tensors import (FreeKey, cuda_devices, detached_like, storage_key, tensors_in)
+from .._tensors import FreeKey, cuda_devices, storage_key
 from .._graph import cut as C
-from .._graph.held import HeldRegistry
 from .._graph.program import GraphProgram, GraphReplay
 from .._graph.stages import call_stage
 from .._graph.towers import Towers, find_towers
@@ -189,39 +188,14 @@ class JoinGraphProgram(GraphProgram):
             steps.append(step)
             replays.append(replay)
         for b, i in main_order(plan, [len(v.stages) for v in self.views]):
-            self._run_main(steps[b], replays[b], i, self.branches[b][i - 1], env, feeds)
+            bnd = self._run_main(steps[b], replays[b], i, self.branches[b][i - 1], env, feeds)
+            steps[b].after_main(i, bnd)
+            del bnd
         self._run_head(env, feeds)
         for step in steps:
             step.finish_forward()
         outs = [env[o] if isinstance(o, fx.Node) else o for o in self.outputs]
         return pytree.tree_unflatten(outs, self.out_spec)
-
-    def _run_main(self, step: Step, replay: GraphReplay, i: int, j: int,
-                  env: Dict[fx.Node, Any], feeds: Dict[fx.Node, Any]) -> None:
-        """The main run of stage i of a tower (flat stage j), as
-        GraphProgram._run_stages runs a chain's stage."""
-        st = self.stages[j - 1]
-        step.before_main(i)
-        if st.random:
-            step.record_rng(i)
-        args = [env[a] for a in st.inputs]
-        for a in self.drop_after.get(j, ()):
-            env.pop(a, None)  # only `args` holds them now: freed inside the stage
-        with step.main_stage(i), HeldRegistry(step.free_storages):
-            outs = call_stage(st.gm, args)
-        for o, v in zip(st.outputs, outs):
-            env[o] = v
-            if o in self.held:
-                replay.vals[o] = pytree.tree_map_only(torch.Tensor, detached_like, v)
-                if o in self.outputs:
-                    for t in tensors_in(v):
-                        step.watch(t, "output %r" % o.name)
-        bnd = boundary(step, i, [env[b] for b in st.boundary])
-        for b, v in zip(st.boundary, bnd):
-            env[b] = v
-        self._buffer_updates(j, env, feeds)
-        del outs, v
-        step.after_main(i, bnd)
 
     def _run_head(self, env: Dict[fx.Node, Any], feeds: Dict[fx.Node, Any]) -> None:
         """The head, with plain autograd (the turn keeps what it saves)."""
@@ -234,12 +208,6 @@ class JoinGraphProgram(GraphProgram):
         for o, v in zip(st.outputs, outs):
             env[o] = v
         self._buffer_updates(L, env, feeds)
-
-    def _buffer_updates(self, j: int, env: Dict[fx.Node, Any], feeds: Dict[fx.Node, Any]) -> None:
-        for src, ph in self.buffer_updates:
-            if self.stage_of.get(src) == j:
-                with torch.no_grad():
-                    feeds[ph].copy_(env[src])
 
 
 def _module_of(nodes: List[fx.Node]) -> str:
