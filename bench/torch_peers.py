@@ -89,7 +89,7 @@ MIB = float(1 << 20)
 SIZES = {
     "cpu": {"gpt2": dict(layers=8, width=512, heads=8, batch=2, seq=256, vocab=8192),
             "llama": dict(layers=8, width=512, heads=8, batch=2, seq=256, vocab=8192),
-            # smaller than the others: its step is 1.3 x Llama's at the same size
+            # smaller than the others: a run with compile budgets fits ~20 min on the shared host
             "mixtral": dict(layers=6, width=128, heads=4, batch=2, seq=128, vocab=2048,
                             experts=4, top=2, inter=256),
             "resnet50": dict(base=64, batch=4, image=160, blocks=(3, 4, 6, 3))},
