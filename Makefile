@@ -152,8 +152,8 @@ bench: all $(BENCH_BIN)
 bench-torch: all
 	REMAT_LIB=$(CURDIR)/$(BUILD)/libremat.so $(PYTHON) bench/torch_bench.py
 
-# PyTorch's own checkpointing methods against remat.torch on GPT-2, Llama and
-# ResNet-50 (issue 9): CSVs and PNGs into docs/img, the tables of BENCHMARKS.md
+# PyTorch's own checkpointing methods against remat.torch on GPT-2, Llama,
+# Mixtral (a mixture of experts, issue 24) and ResNet-50 (issue 9): CSVs and PNGs into docs/img, the tables of BENCHMARKS.md
 # on stdout. About an hour per model on the 2 shared cores; not part of check.
 # PEERS_ARGS: e.g. --models gpt2, --quick (a logic check), --device cuda.
 PEERS_ARGS ?=

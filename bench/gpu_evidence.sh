@@ -5,7 +5,8 @@
 # packed into OUT/gpu_evidence.tar.gz (a device call returns few files).
 #
 #   sh bench/gpu_evidence.sh OUT PART...   PART: env peers-gpt2 peers-llama
-#       peers-resnet50 compile-gpt2 offload bench quick
+#       peers-mixtral peers-resnet50 compile-gpt2 offload bench quick quick-mixtral
+#       (peers-mixtral: the mixture of experts of issue 24)
 #   PY (default python3), SRC (folder holding python/ and bench/, default .)
 set -u
 OUT=$1; shift
@@ -38,8 +39,10 @@ for p in "$@"; do
 print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__,
       torch.cuda.get_device_name() if torch.cuda.is_available() else \"no cuda\")'" ;;
     quick) peers gpt2 300 plain,hf-gc,ckpt-seq,sac,remat --quick ;;
+    quick-mixtral) peers mixtral 300 plain,hf-gc,ckpt-seq,sac,remat --quick ;;
     peers-gpt2) peers gpt2 180 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
     peers-llama) peers llama 130 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
+    peers-mixtral) peers mixtral 150 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
     peers-resnet50) peers resnet50 100 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
     compile-gpt2) part compile-gpt2 170 $PY "$SRC/bench/torch_peers.py" --device "$DEV" \
         --models gpt2 --methods plain,compile --budgets 0.0,0.5 --rounds 3 \

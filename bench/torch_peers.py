@@ -3,8 +3,10 @@
 (issue 9): step time against peak activation memory, same models, same
 batch, same run, same memory measure.
 
-Models: a transformers GPT-2 and Llama (from configs, random weights,
-nothing downloaded; dropout 0) and a ResNet-50 (tests/python/models.py).
+Models: a transformers GPT-2, Llama and Mixtral (a mixture of experts; from
+configs, random weights, nothing downloaded; dropout 0; Mixtral's loss is the
+plain LM loss, its router's auxiliary loss off as in its default config) and
+a ResNet-50 (tests/python/models.py).
 Methods, each on its own copy of the same initial weights:
 
   plain           plain autograd
@@ -16,8 +18,8 @@ Methods, each on its own copy of the same initial weights:
                   head code runs around it; non-reentrant)
   sac             selective activation checkpointing around every layer with
                   PyTorch's documented policy: save the outputs of matmuls
-                  (mm, addmm, bmm, baddbmm; convolution in the CNN), recompute
-                  the rest
+                  (mm, addmm, bmm, baddbmm, the experts' _grouped_mm;
+                  convolution in the CNN), recompute the rest
   compile         torch.compile without a budget, and with
                   torch._functorch.config.activation_memory_budget 0.0 ... 1.0
   remat-optimal   remat.torch.checkpoint, profiled once; set_memory() solves
@@ -54,6 +56,7 @@ build/torch_peers with --quick) and prints the markdown tables of
 BENCHMARKS.md and the prediction errors (MAPE) of remat's points.
 
     make peers                                  # every model, CPU sizes
+    make peers PEERS_ARGS="--models mixtral"    # the mixture of experts alone
     python bench/torch_peers.py --quick         # logic check, tiny sizes
     python bench/torch_peers.py --device cuda   # the same on a GPU (sizes "gpu")
     python bench/torch_peers.py --plot-only     # PNGs and tables from the CSVs
@@ -75,7 +78,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))  # models.py: the ResNet-50
 
-MODELS = ("gpt2", "llama", "resnet50")
+MODELS = ("gpt2", "llama", "mixtral", "resnet50")
+HF = ("gpt2", "llama", "mixtral")
 FAMILIES = ("plain", "hf-gc", "ckpt-seq", "sac", "compile", "remat", "remat-compiled")
 REMAT_ALGOS = ("optimal", "revolve", "sequential")
 MIB = float(1 << 20)
@@ -85,12 +89,19 @@ MIB = float(1 << 20)
 SIZES = {
     "cpu": {"gpt2": dict(layers=8, width=512, heads=8, batch=2, seq=256, vocab=8192),
             "llama": dict(layers=8, width=512, heads=8, batch=2, seq=256, vocab=8192),
+            # smaller than the others: a run with compile budgets fits ~20 min on the shared host
+            "mixtral": dict(layers=6, width=128, heads=4, batch=2, seq=128, vocab=2048,
+                            experts=4, top=2, inter=256),
             "resnet50": dict(base=64, batch=4, image=160, blocks=(3, 4, 6, 3))},
     "gpu": {"gpt2": dict(layers=12, width=768, heads=12, batch=8, seq=1024, vocab=50257),
             "llama": dict(layers=16, width=1024, heads=16, batch=4, seq=1024, vocab=32000),
+            "mixtral": dict(layers=12, width=1024, heads=16, batch=4, seq=1024, vocab=32000,
+                            experts=8, top=2, inter=2048),
             "resnet50": dict(base=64, batch=64, image=224, blocks=(3, 4, 6, 3))},
     "quick": {"gpt2": dict(layers=3, width=64, heads=2, batch=2, seq=32, vocab=128),
               "llama": dict(layers=3, width=64, heads=2, batch=2, seq=32, vocab=128),
+              "mixtral": dict(layers=3, width=64, heads=2, batch=2, seq=32, vocab=128,
+                              experts=4, top=2, inter=64),
               "resnet50": dict(base=8, batch=2, image=32, blocks=(1, 1, 2, 1))},
 }
 
@@ -141,7 +152,7 @@ class Task:
         import torch
         torch.manual_seed(seed)
         self.name, self.size, self.device = name, size, device
-        self.hf = name in ("gpt2", "llama")
+        self.hf = name in HF
         if self.hf:
             model = hf_model(name, size)
             ids = torch.randint(0, size["vocab"], (size["batch"], size["seq"]))
@@ -186,6 +197,16 @@ def hf_model(name, s):
                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                          bos_token_id=0, eos_token_id=0)
         return GPT2LMHeadModel(cfg)
+    if name == "mixtral":
+        from transformers import MixtralConfig, MixtralForCausalLM
+        cfg = MixtralConfig(num_hidden_layers=s["layers"], hidden_size=s["width"],
+                            intermediate_size=s["inter"], num_attention_heads=s["heads"],
+                            num_key_value_heads=max(1, s["heads"] // 2), vocab_size=s["vocab"],
+                            max_position_embeddings=s["seq"], num_local_experts=s["experts"],
+                            num_experts_per_tok=s["top"], use_cache=False,
+                            output_router_logits=False, attention_dropout=0.0,
+                            bos_token_id=0, eos_token_id=0, pad_token_id=0)
+        return MixtralForCausalLM(cfg)
     from transformers import LlamaConfig, LlamaForCausalLM
     inter = max(64, int(s["width"] * 8 / 3) // 64 * 64)
     cfg = LlamaConfig(num_hidden_layers=s["layers"], hidden_size=s["width"],
@@ -204,6 +225,8 @@ def sac_context():
     aten = torch.ops.aten
     save = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
             aten.convolution.default}
+    if hasattr(aten, "_grouped_mm"):  # the experts' matmuls of transformers' MoE models
+        save.add(aten._grouped_mm.default)
 
     def policy(ctx, op, *args, **kwargs):
         return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE

@@ -1,6 +1,7 @@
-"""bench/torch_peers.py --quick on a tiny GPT-2: every eager method runs and
-is measured, remat's points stay within their limits, and the outputs are
-written (a logic check of the benchmark, no timing claim)."""
+"""bench/torch_peers.py --quick on a tiny GPT-2 and a tiny Mixtral: every
+eager method runs and is measured, remat's points stay within their limits,
+and the outputs are written (a logic check of the benchmark, no timing
+claim)."""
 import csv
 import os
 import subprocess
@@ -41,6 +42,29 @@ def test_quick_gpt2(tmp_path):
     assert (tmp_path / "torch_peers_gpt2.png").stat().st_size > 10000
     assert "| remat ÷ peer |" in p.stdout and "MAPE of remat over 7 points" in p.stdout
     assert "time MAPE with the stage times profiled in the rounds" in p.stdout
+
+
+def test_quick_mixtral(tmp_path):
+    """The mixture of experts: every peer runs on it (the layer stack is a
+    Sequential for checkpoint_sequential; SAC saves the experts' grouped
+    matmuls too), remat's points stay within their limits, and remat's
+    smallest limit is under every peer's measured peak (issue 24)."""
+    p = run("--quick", "--models", "mixtral", "--threads", "1", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(tmp_path / "torch_peers_mixtral.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["family"] for r in rows} == {
+        "plain", "hf-gc", "ckpt-seq", "sac", "remat-optimal", "remat-revolve", "remat-sequential"}
+    assert all(r["status"] == "ok" for r in rows), rows
+    plain = next(int(r["peak_bytes"]) for r in rows if r["family"] == "plain")
+    peers = [r for r in rows if r["family"] in ("hf-gc", "ckpt-seq", "sac")]
+    assert all(int(r["peak_bytes"]) < plain for r in peers), peers
+    mine = [r for r in rows if r["family"].startswith("remat")]
+    for r in mine:
+        assert int(r["peak_bytes"]) <= int(r["limit_bytes"]), r
+    low = min(int(r["limit_bytes"]) for r in mine if r["family"] == "remat-optimal")
+    assert all(low <= int(r["peak_bytes"]) for r in peers), (low, peers)
+    assert "remat's points (graph path" in p.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
