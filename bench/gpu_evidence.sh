@@ -27,10 +27,10 @@ part() {  # name seconds command...
     tail -n 4 "$OUT/$name.log"
 }
 
-peers() {  # model seconds methods [more args]
-    m=$1 secs=$2 meth=$3; shift 3
-    part "peers-$m" "$secs" $PY "$SRC/bench/torch_peers.py" --device "$DEV" --models "$m" \
-        --methods "$meth" --out "$OUT/peers" "$@"
+peers() {  # part model seconds methods [more args]; each part its own log and CSVs
+    name=$1 m=$2 secs=$3 meth=$4; shift 4
+    part "$name" "$secs" $PY "$SRC/bench/torch_peers.py" --device "$DEV" --models "$m" \
+        --methods "$meth" --out "$OUT/$name" "$@"
 }
 
 for p in "$@"; do
@@ -38,12 +38,12 @@ for p in "$@"; do
     env) part env 20 sh -c "nvidia-smi -L; $PY -c 'import torch, transformers, sys;
 print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__,
       torch.cuda.get_device_name() if torch.cuda.is_available() else \"no cuda\")'" ;;
-    quick) peers gpt2 300 plain,hf-gc,ckpt-seq,sac,remat --quick ;;
-    quick-mixtral) peers mixtral 300 plain,hf-gc,ckpt-seq,sac,remat --quick ;;
-    peers-gpt2) peers gpt2 180 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
-    peers-llama) peers llama 130 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
-    peers-mixtral) peers mixtral 150 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
-    peers-resnet50) peers resnet50 100 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
+    quick) peers quick gpt2 300 plain,hf-gc,ckpt-seq,sac,remat --quick ;;
+    quick-mixtral) peers quick-mixtral mixtral 300 plain,hf-gc,ckpt-seq,sac,remat --quick ;;
+    peers-gpt2) peers peers-gpt2 gpt2 180 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
+    peers-llama) peers peers-llama llama 130 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
+    peers-mixtral) peers peers-mixtral mixtral 150 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
+    peers-resnet50) peers peers-resnet50 resnet50 100 plain,hf-gc,ckpt-seq,sac,remat --rounds 3 ;;
     compile-gpt2) part compile-gpt2 170 $PY "$SRC/bench/torch_peers.py" --device "$DEV" \
         --models gpt2 --methods plain,compile --budgets 0.0,0.5 --rounds 3 \
         --out "$OUT/compile" ;;
