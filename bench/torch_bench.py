@@ -101,11 +101,17 @@ def stack(model: torch.nn.Module) -> List[torch.nn.Module]:
 def sequential_runner(model: torch.nn.Module, segments: int) -> Callable[..., Any]:
     """model's forward with its stack of blocks under checkpoint_sequential."""
     blocks = torch.nn.Sequential(*stack(model))
+    kids = list(model.named_children())  # the stem, the layers, the head, in order
+    first = next(i for i, (n, _) in enumerate(kids) if n == "layer1")
+    last = next(i for i, (n, _) in enumerate(kids) if n == "layer4")
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        x = model.maxpool(model.relu(model.bn1(model.conv1(x))))
+        for _, m in kids[:first]:
+            x = m(x)
         x = checkpoint_sequential(blocks, segments, x, use_reentrant=False)
-        return model.fc(torch.flatten(model.avgpool(x), 1))
+        for _, m in kids[last + 1:]:  # models.ResNet's pool leaves 4 dimensions, timm's 2
+            x = m(torch.flatten(x, 1) if isinstance(m, torch.nn.Linear) else x)
+        return x
     return run
 
 
@@ -126,18 +132,14 @@ class Meter:
                 p.grad = torch.zeros_like(p)
         self.sync()
         t0 = time.perf_counter()
-        out = fn()
-        loss_of(out).backward()
-        del out
+        fn().backward()
         self.sync()
         return (time.perf_counter() - t0) * 1e3
 
     def peak(self, fn: Callable[[], Any], params: List[torch.nn.Parameter]) -> int:
         self.step(fn, params)
         with rt.PeakMeter(self.device) as m:
-            out = fn()
-            loss_of(out).backward()
-            del out
+            fn().backward()
         return m.peak
 
 
@@ -152,7 +154,7 @@ def bench_model(name: str, args: argparse.Namespace, rows: List[Dict[str, Any]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         w = rt.checkpoint(copy.deepcopy(model), inputs, kwargs, memory=1.0, cache=False,
-                          progress=True)
+                          progress=True, loss=loss_of)
     prepare = time.perf_counter() - t0
     e = w.last_entry
     try:
@@ -163,9 +165,9 @@ def bench_model(name: str, args: argparse.Namespace, rows: List[Dict[str, Any]])
     plain = e.plain_peak
     k = args.limits
     limits = sorted({int(low + (plain - low) * i / (k - 1)) for i in range(k)})
-    # (name, setup before the step (not timed), step, parameters)
+    # (name, setup before the step (not timed), step returning the loss, parameters)
     Method = Tuple[str, Callable[[], None], Callable[[], Any], List[torch.nn.Parameter]]
-    methods: List[Method] = [("plain", _nothing, lambda: model(*inputs, **kwargs),
+    methods: List[Method] = [("plain", _nothing, lambda: loss_of(model(*inputs, **kwargs)),
                               list(model.parameters()))]
     for lim in limits:
         methods.append(("remat", lambda m=lim: w.set_memory(m), lambda: w(*inputs, **kwargs),
@@ -174,7 +176,7 @@ def bench_model(name: str, args: argparse.Namespace, rows: List[Dict[str, Any]])
         n = len(stack(model))
         for seg in sorted({s for s in range(2, n + 1) if n % s == 0 or s <= 8}):
             methods.append(("sequential-%d" % seg, _nothing,
-                            lambda s=seg: sequential_runner(model, s)(*inputs),
+                            lambda s=seg: loss_of(sequential_runner(model, s)(*inputs)),
                             list(model.parameters())))
     meter = Meter(device)
     times: Dict[int, List[float]] = {i: [] for i in range(len(methods))}

@@ -161,6 +161,20 @@ class Task:
             return out.loss, out
         return F.cross_entropy(out, self.labels), out
 
+    def loss_fn(self):
+        """For remat: the loss the CNN's caller computes, given as `loss=`, so
+        that it is captured and counted with the model (docs/python.md)."""
+        import torch.nn.functional as F
+        return None if self.hf else F.cross_entropy
+
+    def remat_kwargs(self):
+        return self.kwargs if self.hf else dict(self.kwargs, loss_args=(self.labels,))
+
+    def forward_remat(self, w):
+        if self.hf:
+            return self.forward(w)
+        return w(*self.args, **self.remat_kwargs()), None
+
 
 def hf_model(name, s):
     import transformers
@@ -437,8 +451,9 @@ def wrap_remat(task, cache_dir, quick):
     import remat.torch as rt
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return rt.checkpoint(copy.deepcopy(task.model), task.args, task.kwargs, memory=1.0,
-                             repeat=1 if quick else 5, cache=cache_dir, progress=False)
+        return rt.checkpoint(copy.deepcopy(task.model), task.args, task.remat_kwargs(), memory=1.0,
+                             repeat=1 if quick else 5, cache=cache_dir, progress=False,
+                             loss=task.loss_fn())
 
 
 def min_limit(w, algorithm):
@@ -465,7 +480,7 @@ def remat_points(task, w, cp, family, limits_by_algo):
         if cp.state != (limit, algo):
             w.set_memory(limit, algorithm=algo)
             cp.state = (limit, algo)
-    run = functools.partial(task.forward, w)
+    run = functools.partial(task.forward_remat, w)
     for algo, limits in limits_by_algo.items():
         for lim in limits:
             fam = family if family != "remat" else "remat-" + algo
@@ -502,7 +517,8 @@ class ProfilePass:
 
     def run(self):
         from remat.torch._progress import Progress
-        stages = self.program.profile(self.w, self.task.args, self.task.kwargs, self.repeat,
+        stages = self.program.profile(self.w._remat_target(), self.task.args,
+                                      self.task.remat_kwargs(), self.repeat,
                                       Progress("profiling", False)).stages
         self.times.append([(st["fwd_time"], st["bwd_time"]) for st in stages])
 
@@ -522,13 +538,10 @@ class ProfilePass:
 
 
 def matched_limits(peers, low, plain, n, tol):
-    """n evenly spaced limits, plus each peer's measured peak in [low, plain]
-    not within tol of one already there (remat at the peer's own memory)."""
-    lims = spaced(low, plain, n)
-    for pt in sorted(peers, key=lambda p: p.peak or 0):
-        if pt.status == "ok" and low <= pt.peak <= plain and \
-                all(abs(pt.peak - x) > tol for x in lims):
-            lims.append(int(pt.peak))
+    """Each peer's measured peak in [low, plain] (remat at the peer's own
+    memory), plus those of n evenly spaced limits not within tol of one."""
+    lims = sorted({int(pt.peak) for pt in peers if pt.status == "ok" and low <= pt.peak <= plain})
+    lims += [x for x in spaced(low, plain, n) if all(abs(x - y) > tol for y in lims)]
     return sorted(lims)
 
 
@@ -559,7 +572,8 @@ def reprofile(w, task):
     e = w.last_entry
     cfg = dataclasses.replace(w.remat_config, cache=False)
     for _ in range(2):
-        chain, held, _, _ = profiled(e.program, w, task.args, task.kwargs, cfg,
+        chain, held, _, _ = profiled(e.program, w._remat_target(), task.args,
+                                     task.remat_kwargs(), cfg,
                                      Progress("profiling", False))
     new = Prepared(e.program, chain, held, dict(e.info, cached=None))
     for key, entry in list(w._remat_entries.items()):

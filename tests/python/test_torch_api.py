@@ -360,8 +360,11 @@ def test_a_rider_reads_its_own_marks_from_the_running_meter():
     that meter ends, blind to the meter's own marks and to other riders'."""
     from remat.torch._memory import Rider
     got = {}
-    assert Rider.host("cpu") is None
-    with rt.PeakMeter() as host:
+    own = rt.PeakMeter()  # remat's meter of a caller's loss: never a host
+    own._rideable = False
+    with own:
+        assert Rider.host("cpu") is None
+    with rt.PeakMeter() as host:  # it stops any meter left running first
         keep = torch.empty(1 << 18)  # 1 MiB
         assert Rider.host("cpu") is host
         r = Rider(host, lambda seg, n: got.update(seg=seg, n=n))
@@ -373,6 +376,7 @@ def test_a_rider_reads_its_own_marks_from_the_running_meter():
         later = torch.empty(1 << 19)  # 2 MiB
         del later
         assert not got  # not before the meter ends
+    assert Rider.host("cpu") is not host
     assert got["n"] == 2 and got["seg"] == [4 << 20, 2 << 20]
     assert host.peak == 5 << 20 and host.segment_peaks == [0]
     del keep

@@ -9,7 +9,7 @@ import torch
 import models as M
 import remat
 import remat.torch as rt
-from remat.torch._offload import OFFLOAD_ALGORITHMS
+from remat.torch._offload import OFFLOAD_ALGORITHMS, _Layout
 from torchkit import (assert_same, between, bounds, copies, measured_peak, same_step, state, step,
                       two_backwards, wrap, zero_grads)
 
@@ -116,6 +116,18 @@ def test_unpack_of_a_value_not_prefetched():
         same_step(ref, w, args, kwargs)
     finally:
         w.set_memory(1.0, algorithm="optimal")
+
+
+def test_tensors_on_another_device_are_not_copied():
+    """A value of a CUDA model may hold a CPU tensor (found on an H100 with
+    GPT-2: 'Attempted to set the storage of a tensor on device cuda:0 to a
+    storage on different device cpu'); only the link's device is copied."""
+    cpu, meta = torch.arange(6.0), torch.empty(4, device="meta")
+    lay = _Layout([cpu, meta, None], set(), torch.device("cuda"))
+    assert lay.storages == [] and [sl[0] for sl in lay.slots] == ["keep"] * 3
+    assert lay.build([], torch.device("cuda"))[0] is cpu
+    lay = _Layout([cpu, cpu[2:]], set(), torch.device("cpu"))
+    assert len(lay.storages) == 1 and [sl[0] for sl in lay.slots] == ["view", "view"]
 
 
 def test_second_backward_with_retain_graph():

@@ -465,6 +465,7 @@ class _CallerMeter:
             self.rider.mark()
         else:
             self.meter = PeakMeter(entry.device)
+            self.meter._rideable = False
             self.meter.__enter__()
             BEFORE_METER.append(self.close)
             self.meter.mark()
@@ -477,14 +478,10 @@ class _CallerMeter:
                 or Rider.host(entry.device) is not None)
 
     def _arrived(self, grad: torch.Tensor) -> None:
-        if self.marked:
-            return
-        if self.meter is not None:
+        marker = self.meter or self.rider
+        if not self.marked and marker is not None:
             self.marked = True
-            self.meter.mark()
-        elif self.rider is not None:
-            self.marked = True
-            self.rider.mark()
+            marker.mark()
 
     def _take(self, segment: int) -> None:
         if self.owner._remat_caller is None:

@@ -60,10 +60,12 @@ class Rider:
 
     @staticmethod
     def host(device: Any) -> "PeakMeter | None":
-        """The running CPU meter a Rider would read from, if any."""
+        """The running CPU meter a Rider would read from, if any: the user's,
+        never remat's own meter of another model's loss (that one stops at
+        that model's next call, maybe never)."""
         if torch.device(device).type != "cpu":
             return None
-        meters = [m for m in _ACTIVE if m._prof is not None]
+        meters = [m for m in _ACTIVE if m._prof is not None and m._rideable]
         return meters[-1] if meters else None
 
     def mark(self) -> None:
@@ -93,6 +95,7 @@ class PeakMeter:
         self._mark_at: Any = None
         self._top = 0  # CUDA: the peak before another meter's reset
         self._riders: List[Rider] = []
+        self._rideable = True  # False: remat's own meter of the caller's loss
 
     def mark(self) -> None:
         if self.device.type == "cuda":

@@ -297,16 +297,17 @@ class HostLink:
 class _Layout:
     """How a value's tensors sit on the storages it copies: per flat slot,
     ("keep", object) for what is not copied (None, a Link, a tensor on a
-    storage held anyway) or ("view", storage index, dtype, size, stride,
-    offset)."""
+    storage held anyway or on another device, such as a CPU tensor beside a
+    CUDA model's activations) or ("view", storage index, dtype, size,
+    stride, offset)."""
 
-    def __init__(self, flat: Sequence[Any], keep: Set[FreeKey]) -> None:
+    def __init__(self, flat: Sequence[Any], keep: Set[FreeKey], device: torch.device) -> None:
         self.slots: List[Tuple[Any, ...]] = []
         self.storages: List[Any] = []
         index: Dict[FreeKey, int] = {}
         for t in flat:
             if not isinstance(t, torch.Tensor) or t.untyped_storage().data_ptr() == 0 or \
-                    free_key(t) in keep:
+                    not _on(t, device) or free_key(t) in keep:
                 self.slots.append(("keep", t))
                 continue
             k = free_key(t)
@@ -326,6 +327,13 @@ class _Layout:
                 _, i, dtype, size, stride, offset = sl
                 out.append(_view(storages[i], device, dtype, size, stride, offset))
         return out
+
+
+def _on(t: torch.Tensor, device: torch.device) -> bool:
+    """Whether t lives on the link's device ("cuda" means the current one)."""
+    if t.device.type != device.type:
+        return False
+    return device.index is None or t.device.index in (None, device.index)
 
 
 def _flatten(value: Any) -> Tuple[List[Any], Callable[[List[Any]], Any]]:
@@ -417,7 +425,7 @@ class StepCopies:
             self._drop_host(old)
         rec = _Rec(ref)
         flat, rec.rebuild = _flatten(value)
-        rec.layout = _Layout(flat, self.keep | self.pinned)
+        rec.layout = _Layout(flat, self.keep | self.pinned, self.link.device)
         srcs = [_bytes_of(s, self.link.device) for s in rec.layout.storages]
         rec.host = [self.link.pool.take(n) for n in rec.layout.nbytes]
         self.link.note("take", [h.data_ptr() for h in rec.host])

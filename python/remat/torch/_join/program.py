@@ -286,16 +286,12 @@ def _without_pass_through(starts: List[int], bounds: List[List[fx.Node]],
     the batch size that only the head reads: the head's input, made earlier,
     would pass through that last stage.)"""
     starts, bounds = list(starts), [list(b) for b in bounds]
-    k = len(starts) - 1
-    while k >= 1:
+    for k in range(len(starts) - 1, 0, -1):  # a joined stage is checked next
         end = starts[k + 1] if k + 1 < len(starts) else len(nodes)
         inside = set(nodes[starts[k]:end])
         if any(b not in inside for b in bounds[k]):
             del starts[k]
             del bounds[k - 1]  # the joined stage ends where stage k ended
-            k = min(k, len(starts) - 1)
-            continue
-        k -= 1
     return starts, bounds
 
 
