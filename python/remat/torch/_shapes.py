@@ -15,16 +15,18 @@ graph:
 - times scale with a FLOP-like count W: t * W / W_p from one profile, the
   line through two.
 
-The second shape of a family is profiled for real and compared with what
-the first profile derives for it (sizes exactly; each overhead within 5 %
-+ 64 KiB above the bound); only then are later shapes derived (a solve of
-milliseconds). Where it does not verify, or the model has no dynamic graph
-(module path, a failed dynamic export, torch before 2.6), shapes are
-profiled per bucket: each size that differs from the family's first input
-rounded up to a power of two, profiled once on an input made by repeating
-the batch's own data up to that size (the user's batch is never padded),
-and that profile used for every shape in the bucket (an upper bound: the
-smaller shape needs less).
+In the first call, the first input with each dynamic dimension halved
+(ShapeSet.verify_now; the family's second shape where that input does not
+bind or run) is profiled for real and compared with what the first profile
+derives for it (sizes exactly; each overhead within 5 % + 64 KiB above the
+bound); only then are later shapes derived (a solve of milliseconds), so
+no shape after the first call pays for a profile. Where it does not
+verify, or the model has no dynamic graph (module path, a failed dynamic
+export, torch before 2.6), shapes are profiled per bucket: each size that
+differs from the family's first input rounded up to a power of two,
+profiled once on an input made by repeating the batch's own data up to
+that size (the user's batch is never padded), and that profile used for
+every shape in the bucket (an upper bound: the smaller shape needs less).
 """
 from __future__ import annotations
 
