@@ -15,16 +15,18 @@ graph:
 - times scale with a FLOP-like count W: t * W / W_p from one profile, the
   line through two.
 
-The second shape of a family is profiled for real and compared with what
-the first profile derives for it (sizes exactly; each overhead within 5 %
-+ 64 KiB above the bound); only then are later shapes derived (a solve of
-milliseconds). Where it does not verify, or the model has no dynamic graph
-(module path, a failed dynamic export, torch before 2.6), shapes are
-profiled per bucket: each size that differs from the family's first input
-rounded up to a power of two, profiled once on an input made by repeating
-the batch's own data up to that size (the user's batch is never padded),
-and that profile used for every shape in the bucket (an upper bound: the
-smaller shape needs less).
+In the first call, the first input with each dynamic dimension halved
+(ShapeSet.verify_now; the family's second shape where that input does not
+bind or run) is profiled for real and compared with what the first profile
+derives for it (sizes exactly; each overhead within 5 % + 64 KiB above the
+bound); only then are later shapes derived (a solve of milliseconds), so
+no shape after the first call pays for a profile. Where it does not
+verify, or the model has no dynamic graph (module path, a failed dynamic
+export, torch before 2.6), shapes are profiled per bucket: each size that
+differs from the family's first input rounded up to a power of two,
+profiled once on an input made by repeating the batch's own data up to
+that size (the user's batch is never padded), and that profile used for
+every shape in the bucket (an upper bound: the smaller shape needs less).
 """
 from __future__ import annotations
 
@@ -228,6 +230,42 @@ def bucket_input(args: Args, kwargs: Kwargs, ref: Sequence[Optional[Tuple[int, .
     return tuple(a), dict(k), tuple(tops)
 
 
+def smaller_input(sizes: SizeModel, program: Any, args: Args, kwargs: Kwargs, b: Binding
+                  ) -> Optional[Tuple[Args, Kwargs, Binding]]:
+    """(args, kwargs) with each dynamic dimension of binding b halved (at
+    least 2: export specializes 0 and 1), every input tensor sliced to the
+    sizes that gives (its own leading entries), and their binding; None when
+    no dimension can shrink or the graph does not take the result."""
+    small = {sym: max(2, n // 2) if n > 2 else n for sym, n in b.items()}
+    if small == b:
+        return None
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    if len(flat) != len(program.user_inputs):
+        return None
+    out: List[Any] = []
+    for ph, x in zip(program.user_inputs, flat):
+        v = ph.meta.get("val")
+        if not isinstance(x, torch.Tensor) or not isinstance(v, torch.Tensor):
+            out.append(x)
+            continue
+        y = x
+        with torch.no_grad():
+            for d, dim in enumerate(v.shape):
+                n = sizes.dim_at(dim, small)
+                if n != y.shape[d]:
+                    if n > y.shape[d]:
+                        return None
+                    y = y.narrow(d, 0, n).contiguous()
+        if y is not x and x.requires_grad:
+            y = y.detach().requires_grad_(True)
+        out.append(y)
+    got = sizes.bind(program, out)
+    if got is None:
+        return None
+    a, k = pytree.tree_unflatten(out, spec)
+    return tuple(a), dict(k), got
+
+
 # -- derivation ---------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -384,6 +422,31 @@ class ShapeSet:
                         if self.trusted else "not verified at %s (%s)" % (where, problems[0]))
         self.points.append(self._point(entry, b))
 
+    def verify_now(self, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
+                   counts: Counts) -> None:
+        """The verification of the formulas, in the first call: a profile of
+        the first input with each dynamic dimension halved (its own entries,
+        sliced), so that no later shape pays for a profile. Left to the
+        second shape when such an input does not bind or does not run."""
+        flat = pytree.tree_leaves((args, kwargs))
+        b = self.binding(model, flat)
+        if b is None or self.sizes is None:
+            return
+        made = smaller_input(self.sizes, self.program, args, kwargs, b)
+        if made is None:
+            return
+        small_args, small_kwargs, small = made
+        progress = Progress("profiling", cfg.progress)
+        try:
+            entry = profile_on(self.program, model, small_args, small_kwargs, cfg, progress,
+                               dict(self.first.info))
+        except Exception:  # the smaller input does not run (a minimum length)
+            return
+        finally:
+            progress.close()
+        _count(entry, counts)
+        self.verify(entry, small)
+
     # -- buckets --------------------------------------------------------------------
     def bucket(self, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
                counts: Counts) -> Prepared:
@@ -521,5 +584,8 @@ def entry_for(sets: List[ShapeSet], model: nn.Module, args: Args, kwargs: Kwargs
     entry = prepare(model, args, kwargs, cfg)
     counts.captures += 1
     _count(entry, counts)
-    sets.append(ShapeSet(entry, flat))
+    ss = ShapeSet(entry, flat)
+    sets.append(ss)
+    if ss.dynamic:
+        ss.verify_now(model, args, kwargs, cfg, counts)
     return entry

@@ -219,6 +219,10 @@ class SizeModel:
                 return None
         return b
 
+    def dim_at(self, dim: Any, b: Binding) -> int:
+        """An input's dimension as the export gives it (int or SymInt) at b."""
+        return self.value(_expr(dim), b)
+
     def value(self, e: Any, b: Binding) -> int:
         """The size e at binding b."""
         f = self._compiled.get(e)
