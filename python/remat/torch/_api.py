@@ -413,6 +413,7 @@ class RematModule(nn.Module):
                                  "powers of two; %s)" % (
                                      "the module path runs the model's own code"
                                      if ss.program.path == "modules" else
+                                     "a join of towers has no size formulas" if ss.join else
                                      "the graph was exported with fixed sizes"))
         if isinstance(self.remat_config.memory, float):
             lines.append("memory=%g: a fraction of the largest plain-autograd peak among the "
