@@ -589,8 +589,9 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     it is captured (with dynamic batch and sequence sizes where torch.export
     allows), profiled and solved for now. A later call whose sizes differ is
     derived from the graph's size formulas, verified in the first call on
-    the example with its dynamic sizes halved (no profile), else profiled
-    once per bucket of sizes (rounded up to powers of two); one whose
+    the example with its dynamic sizes halved (no profile), else (a join
+    of towers among them) profiled once per bucket of sizes (rounded up to
+    powers of two); one whose
     dtypes, devices, autocast or parameter state differ is profiled again
     (on_new_input="profile") or refused
     (on_new_input="error", an InputChanged naming the change).
