@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What a new input shape costs remat.torch before its step (issue 25):
-the first call (capture with dynamic dimensions, profile, solve), the second
-shape (a real profile that verifies the size formulas), every later shape
-(derived: the formulas evaluated, temporaries and times fitted, a solve),
+the first call (capture with dynamic dimensions, profile, a second profile
+at each dynamic dimension halved that verifies the size formulas, solve),
+every later shape (derived: the formulas evaluated, temporaries and times
+fitted, a solve),
 against the cost of every new shape before (capture with the example's
 sizes, profile, solve). Sequence lengths change, as with dynamic padding;
 the steps themselves are not timed.
@@ -66,7 +67,8 @@ def main(argv=None):
         c = w.remat_counts
         print("%s, seq %d -> %s (load %s):" % (name, a.seq, a.lengths,
                                                " ".join("%.2f" % v for v in os.getloadavg())))
-        print("  first call (capture with dynamic dimensions, profile, solve): %.1f s" % first)
+        print("  first call (capture with dynamic dimensions, profile, verification profile, "
+              "solve): %.1f s" % first)
         for n, cost, how in costs:
             print("  seq %3d: %-8s %8.3f s" % (n, how, cost))
         if derived:

@@ -17,7 +17,7 @@ import join_models as jm
 import remat
 import remat.torch as rt
 from remat.torch import _prepare
-from torchkit import assert_same, copies, limits, measured_peak, same_step, state, wrap, \
+from torchkit import assert_same, between, copies, limits, measured_peak, same_step, state, wrap, \
     zero_grads
 
 
@@ -45,6 +45,22 @@ def check_join(example: Any, per_layer: Callable[[nn.Module], nn.Module], towers
     same_step(ref, ckpt, args, kw)  # the same gradients, checkpointed per layer
     assert lims[0] <= measured_peak(ckpt, args, kw)
     return w
+
+
+def limits_of_largest(w: rt.RematModule) -> list:
+    """torchkit.limits for a module with several inputs prepared, the last
+    the largest: its smallest accepted limit (set_memory solves every input
+    and names the first that does not fit), halfway, its plain peak."""
+    low = 1
+    while True:
+        try:
+            w.set_memory(low)
+            break
+        except remat.InfeasibleError as e:
+            assert e.min_memory > low
+            low = int(e.min_memory)
+    plain = w.last_entry.plain_peak
+    return sorted({low, between(low, plain, 0.5), plain})
 
 
 def test_clip_text_and_vision_towers():
@@ -186,3 +202,26 @@ def test_not_towers_run_as_one_chain(model, why):
     report = w.remat_report()
     assert (why in report) if why else ("tower" not in report and "chain:" not in report), report
     same_step(ref, w, args, {})
+
+
+def test_a_join_takes_a_new_shape_by_its_buckets_profile():
+    """A join network has no size formulas (its towers' stages are not the
+    size model's): a new shape runs by its bucket's profile, as a join, with
+    bitwise gradients and its measured peak within each limit."""
+    m, args, kw = jm.siamese(batch=32)
+    ref, m2 = copies(m)
+    w = wrap(m2, args, kw)
+    _, big, _ = jm.siamese(batch=48)  # bucket (64, 16, 32): profiled once
+    same_step(ref, w, big, kw)
+    report = w.remat_report()
+    assert "join of 2 towers" in report, report
+    assert "a join of towers has no size formulas" in report, report
+    assert w.remat_counts.derived == 0 and w.remat_counts.bucketed == 1
+    e = w.last_entry
+    assert e is not None and len(e.problem.branches) == 2
+    for lim in limits_of_largest(w):
+        w.set_memory(lim)
+        same_step(ref, w, big, kw)
+        peak = measured_peak(w, big, kw)
+        assert peak <= lim, "measured %d over the limit %d" % (peak, lim)
+    same_step(ref, w, args, kw)  # the first shape again, by its own profile

@@ -413,6 +413,7 @@ class RematModule(nn.Module):
                                  "powers of two; %s)" % (
                                      "the module path runs the model's own code"
                                      if ss.program.path == "modules" else
+                                     "a join of towers has no size formulas" if ss.join else
                                      "the graph was exported with fixed sizes"))
         if isinstance(self.remat_config.memory, float):
             lines.append("memory=%g: a fraction of the largest plain-autograd peak among the "
@@ -587,10 +588,12 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     example_args / example_kwargs: an input like the ones you will train on;
     it is captured (with dynamic batch and sequence sizes where torch.export
     allows), profiled and solved for now. A later call whose sizes differ is
-    derived from the graph's size formulas once a second shape has verified
-    them (no profile), else profiled once per bucket of sizes (rounded up to
-    powers of two); one whose dtypes, devices, autocast or parameter state
-    differ is profiled again (on_new_input="profile") or refused
+    derived from the graph's size formulas, verified in the first call on
+    the example with its dynamic sizes halved (no profile), else (a join
+    of towers among them) profiled once per bucket of sizes (rounded up to
+    powers of two); one whose
+    dtypes, devices, autocast or parameter state differ is profiled again
+    (on_new_input="profile") or refused
     (on_new_input="error", an InputChanged naming the change).
     on_infeasible: "error" (an InfeasibleError naming what changed in the
     input and the smallest limit it needs) or "fallback" (that input runs at

@@ -8,23 +8,26 @@ graph:
 
 - sizes (a[i], abar[i], d[i], held, a[0]) are the graph's formulas
   (_graph/sizes.SizeModel) evaluated at the new dimensions: exact;
-- temporaries (Fn/Fck, Fall and B overheads) scale with the stage's largest
-  tensor L: from one profile, v * max(1, L / L_p) (an upper bound when a
-  stage's temporaries are C + K * L with C, K >= 0); from two, the line
-  C + K * L through them;
+- temporaries (Fn/Fck, Fall and B overheads) grow at most as fast as the
+  stage's fastest-growing tensor: v * g from a profile, g the largest ratio
+  of a tensor's size (new / profiled, at least 1), the tightest such bound
+  over the profiles (an upper bound when the temporaries are a constant
+  plus terms that each grow like one of the stage's tensors);
 - times scale with a FLOP-like count W: t * W / W_p from one profile, the
   line through two.
 
-The second shape of a family is profiled for real and compared with what
-the first profile derives for it (sizes exactly; each overhead within 5 %
-+ 64 KiB above the bound); only then are later shapes derived (a solve of
-milliseconds). Where it does not verify, or the model has no dynamic graph
-(module path, a failed dynamic export, torch before 2.6), shapes are
-profiled per bucket: each size that differs from the family's first input
-rounded up to a power of two, profiled once on an input made by repeating
-the batch's own data up to that size (the user's batch is never padded),
-and that profile used for every shape in the bucket (an upper bound: the
-smaller shape needs less).
+In the first call, the first input with each dynamic dimension halved
+(ShapeSet.verify_now; the family's second shape where that input does not
+bind or run) is profiled for real and compared with what the first profile
+derives for it (sizes exactly; each overhead within 5 % + 64 KiB above the
+bound); only then are later shapes derived (a solve of milliseconds), so
+no shape after the first call pays for a profile. Where it does not
+verify, or the model has no dynamic graph (module path, a failed dynamic
+export, torch before 2.6), shapes are profiled per bucket: each size that
+differs from the family's first input rounded up to a power of two,
+profiled once on an input made by repeating the batch's own data up to
+that size (the user's batch is never padded), and that profile used for
+every shape in the bucket (an upper bound: the smaller shape needs less).
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ import remat
 from ._budget import human
 from ._config import Config
 from ._graph.sizes import Binding, SizeModel
+from ._join.prepared import join_profile_on
+from ._join.program import JoinGraphProgram
 from ._prepare import Prepared, capture, prepare, profile_on
 from ._program import Args, Kwargs
 from ._progress import Progress
@@ -228,6 +233,42 @@ def bucket_input(args: Args, kwargs: Kwargs, ref: Sequence[Optional[Tuple[int, .
     return tuple(a), dict(k), tuple(tops)
 
 
+def smaller_input(sizes: SizeModel, program: Any, args: Args, kwargs: Kwargs, b: Binding
+                  ) -> Optional[Tuple[Args, Kwargs, Binding]]:
+    """(args, kwargs) with each dynamic dimension of binding b halved (at
+    least 2: export specializes 0 and 1), every input tensor sliced to the
+    sizes that gives (its own leading entries), and their binding; None when
+    no dimension can shrink or the graph does not take the result."""
+    small = {sym: max(2, n // 2) if n > 2 else n for sym, n in b.items()}
+    if small == b:
+        return None
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    if len(flat) != len(program.user_inputs):
+        return None
+    out: List[Any] = []
+    for ph, x in zip(program.user_inputs, flat):
+        v = ph.meta.get("val")
+        if not isinstance(x, torch.Tensor) or not isinstance(v, torch.Tensor):
+            out.append(x)
+            continue
+        y = x
+        with torch.no_grad():
+            for d, dim in enumerate(v.shape):
+                n = sizes.dim_at(dim, small)
+                if n != y.shape[d]:
+                    if n > y.shape[d]:
+                        return None
+                    y = y.narrow(d, 0, n).contiguous()
+        if y is not x and x.requires_grad:
+            y = y.detach().requires_grad_(True)
+        out.append(y)
+    got = sizes.bind(program, out)
+    if got is None:
+        return None
+    a, k = pytree.tree_unflatten(out, spec)
+    return tuple(a), dict(k), got
+
+
 # -- derivation ---------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -236,14 +277,38 @@ class Point:
     binding: Binding
     chain: "remat.Chain"
     held: int
-    largest: List[int]
+    tensors: List[List[int]]
     work: List[int]
 
     def __post_init__(self) -> None:
         self.stages = [{"fwd_overhead": st["fwd_overhead"], "bwd_overhead": st["bwd_overhead"],
-                        "fall": _fall(st), "fwd_time": st["fwd_time"], "bwd_time": st["bwd_time"]}
+                        "fall": _fall(st), "fwd_time": st["fwd_time"], "bwd_time": st["bwd_time"],
+                        "options": list(st.get("options") or [])}
                        for st in self.chain.stages]
         self.names = [st["name"] for st in self.chain.stages]
+
+
+def _options(got: Sequence[Tuple[float, int, Dict[str, Any]]], work: int, out_bytes: int
+             ) -> List[Dict[str, Any]]:
+    """A stage's partial saves (_saves) at a new shape from (growth, work,
+    stage) of each profile: what an option keeps is some of the stage's
+    tensors and its temporaries are too, so each is bounded like the full
+    save's temporaries (overhead), never below a[i]; its B's time scales
+    like the stage's. None when the profiles measured different options."""
+    names = [[o.get("name") for o in s["options"]] for _, _, s in got]
+    if not names[0] or any(n != names[0] for n in names):
+        return []
+    out = []
+    for k, name in enumerate(names[0]):
+        o: Dict[str, Any] = {"saved_bytes": max(out_bytes, overhead(
+            [(g, s["options"][k]["saved_bytes"]) for g, _, s in got]))}
+        for f in ("fall_overhead", "bwd_overhead"):
+            o[f] = overhead([(g, s["options"][k].get(f, 0)) for g, _, s in got])
+        o["bwd_time"] = duration([(W, s["options"][k]["bwd_time"]) for _, W, s in got], work)
+        if name is not None:
+            o["name"] = name
+        out.append(o)
+    return out
 
 
 def _fall(stage: Dict[str, Any]) -> int:
@@ -267,15 +332,21 @@ def _line(xs: Sequence[Tuple[float, float]], x: float) -> Optional[float]:
     return max(0.0, c) + k * x
 
 
-def overhead(points: Sequence[Tuple[float, float]], scale: float) -> int:
-    """A stage's temporaries at `scale` (its largest tensor) from (scale,
-    measured) pairs: the line through two, else the tightest one-point
-    bound v * max(1, scale / s)."""
-    fit = _line(points, scale)
-    if fit is not None:
-        return int(math.ceil(fit))
-    bounds = [v * max(1.0, scale / s) if s > 0 else v for s, v in points]
-    return int(math.ceil(min(bounds)))
+def growth(new: Sequence[int], old: Sequence[int]) -> float:
+    """How much a stage's tensors grew from one shape (old) to another: the
+    largest ratio of a tensor's size, at least 1."""
+    return max([1.0] + [n / o for n, o in zip(new, old) if o > 0])
+
+
+def overhead(points: Sequence[Tuple[float, float]]) -> int:
+    """A stage's temporaries from (growth since a profile, measured there)
+    pairs: the tightest of the bounds v * growth. An upper bound when the
+    temporaries are a constant plus terms that each grow like one of the
+    stage's tensors (a kernel's workspace, a copy, attention's scores);
+    the largest tensor's growth alone is not one (scores grow with the
+    square of the sequence while the largest tensor grows linearly), nor
+    a line through two profiles away from the direction they span."""
+    return int(math.ceil(min(v * g for g, v in points)))
 
 
 def duration(points: Sequence[Tuple[float, float]], work: float) -> float:
@@ -310,13 +381,22 @@ class ShapeSet:
             self.buckets[tops] = first
 
     @property
+    def join(self) -> bool:
+        """A join of towers: its network has no size formulas (the towers'
+        stages are not the size model's), so it is profiled per bucket."""
+        return isinstance(self.program, JoinGraphProgram)
+
+    @property
     def dynamic(self) -> bool:
-        return self.program.path == "graph" and bool(getattr(self.program, "dynamic", False))
+        """Whether new shapes are derived from the size formulas."""
+        return self.program.path == "graph" and bool(getattr(self.program, "dynamic", False)) \
+            and not self.join
 
     @property
     def any_shape(self) -> bool:
         """Whether the program runs every shape (bucket entries share it)."""
-        return self.program.path == "modules" or self.dynamic
+        return self.program.path == "modules" or self.dynamic or (
+            self.join and bool(getattr(self.program, "dynamic", False)))
 
     def _model(self, model: nn.Module) -> Optional[SizeModel]:
         if self.sizes is None and not self.sizes_failed:
@@ -334,8 +414,8 @@ class ShapeSet:
 
     def _point(self, entry: Prepared, b: Binding) -> Point:
         assert self.sizes is not None
-        largest, work = self.sizes.scales(b)
-        return Point(b, entry.chain, entry.held, largest, work)
+        tensors, work = self.sizes.scales(b)
+        return Point(b, entry.chain, entry.held, tensors, work)
 
     def binding(self, model: nn.Module, flat: Sequence[Any]) -> Optional[Binding]:
         """The input's dimensions when the dynamic graph runs it, else None."""
@@ -350,18 +430,20 @@ class ShapeSet:
         assert self.sizes is not None
         pts = list(points if points is not None else self.points)
         prof = self.sizes.sizes(b)
-        largest, work = self.sizes.scales(b)
+        tensors, work = self.sizes.scales(b)
         ref = pts[0].chain
         stages = []
         for i, st in enumerate(prof.stages):
-            got = [(p.largest[i], p.work[i], p.stages[i]) for p in pts]
+            got = [(growth(tensors[i], p.tensors[i]), p.work[i], p.stages[i]) for p in pts]
             d = dict(name=pts[0].names[i], out_bytes=st["out_bytes"],
                      saved_bytes=st["saved_bytes"], grad_bytes=st["grad_bytes"])
-            for k in ("fwd_overhead", "bwd_overhead"):
-                d[k] = overhead([(L, s[k]) for L, _, s in got], largest[i])
-            d["fall_overhead"] = overhead([(L, s["fall"]) for L, _, s in got], largest[i])
+            for k in ("fwd_overhead", "bwd_overhead", "fall"):
+                d["fall_overhead" if k == "fall" else k] = overhead([(g, s[k]) for g, _, s in got])
             for k in ("fwd_time", "bwd_time"):
                 d[k] = duration([(W, s[k]) for _, W, s in got], work[i])
+            options = _options(got, work[i], st["out_bytes"])
+            if options:
+                d["options"] = options
             stages.append(d)
         meta = dict(ref.meta.get("profile", {}))
         meta.update(held_bytes=prof.held_bytes,
@@ -383,6 +465,31 @@ class ShapeSet:
                         "step's time %+.0f %%" % (where, 100 * _time_error(derived, entry))
                         if self.trusted else "not verified at %s (%s)" % (where, problems[0]))
         self.points.append(self._point(entry, b))
+
+    def verify_now(self, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
+                   counts: Counts) -> None:
+        """The verification of the formulas, in the first call: a profile of
+        the first input with each dynamic dimension halved (its own entries,
+        sliced), so that no later shape pays for a profile. Left to the
+        second shape when such an input does not bind or does not run."""
+        flat = pytree.tree_leaves((args, kwargs))
+        b = self.binding(model, flat)
+        if b is None or self.sizes is None:
+            return
+        made = smaller_input(self.sizes, self.program, args, kwargs, b)
+        if made is None:
+            return
+        small_args, small_kwargs, small = made
+        progress = Progress("profiling", cfg.progress)
+        try:
+            entry = profile_on(self.program, model, small_args, small_kwargs, cfg, progress,
+                               dict(self.first.info))
+        except Exception:  # the smaller input does not run (a minimum length)
+            return
+        finally:
+            progress.close()
+        _count(entry, counts)
+        self.verify(entry, small)
 
     # -- buckets --------------------------------------------------------------------
     def bucket(self, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
@@ -417,8 +524,8 @@ class ShapeSet:
                  counts: Counts, top: Tuple[Any, ...]) -> Prepared:
         progress = Progress("profiling", cfg.progress)
         if self.any_shape:
-            entry = profile_on(self.program, model, args, kwargs, cfg, progress,
-                               dict(self.first.info))
+            entry = _profile_on(self.program, model, args, kwargs, cfg, progress,
+                                dict(self.first.info))
         else:
             entry = prepare(model, args, kwargs, cfg, dynamic=False)
             counts.captures += 1
@@ -433,8 +540,8 @@ class ShapeSet:
         if program is None and self.any_shape:
             program = self.program
         if program is not None:
-            entry = profile_on(program, model, args, kwargs, cfg, progress,
-                               dict(self.first.info))
+            entry = _profile_on(program, model, args, kwargs, cfg, progress,
+                                dict(self.first.info))
         else:
             entry = prepare(model, args, kwargs, cfg, dynamic=False)
             counts.captures += 1
@@ -442,6 +549,14 @@ class ShapeSet:
         _count(entry, counts)
         entry.info["exact"] = why
         return entry
+
+
+def _profile_on(program: Any, model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config,
+                progress: Progress, info: Dict[str, Any]) -> Prepared:
+    """_prepare.profile_on, or the join network's profile for a join."""
+    if isinstance(program, JoinGraphProgram):
+        return join_profile_on(program, model, args, kwargs, cfg, progress, info)
+    return profile_on(program, model, args, kwargs, cfg, progress, info)
 
 
 def _count(entry: Prepared, counts: Counts) -> None:
@@ -480,6 +595,12 @@ def _differences(derived: Prepared, measured: Prepared) -> List[str]:
             if v > u * (1 + rel) + slack:
                 out.append("stage %s %s: measured %s above the derived bound %s" % (
                     y["name"], k, human(v), human(u)))
+        for o, p in zip(x.get("options") or [], y.get("options") or []):
+            for k in ("saved_bytes", "fall_overhead", "bwd_overhead"):
+                u, v = int(o.get(k, 0)), int(p.get(k, 0))
+                if v > u * (1 + rel) + slack:
+                    out.append("stage %s partial save %s %s: measured %s above the derived "
+                               "bound %s" % (y["name"], p.get("name", "?"), k, human(v), human(u)))
     return out
 
 
@@ -521,5 +642,8 @@ def entry_for(sets: List[ShapeSet], model: nn.Module, args: Args, kwargs: Kwargs
     entry = prepare(model, args, kwargs, cfg)
     counts.captures += 1
     _count(entry, counts)
-    sets.append(ShapeSet(entry, flat))
+    ss = ShapeSet(entry, flat)
+    sets.append(ss)
+    if ss.dynamic:
+        ss.verify_now(model, args, kwargs, cfg, counts)
     return entry

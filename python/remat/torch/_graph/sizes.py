@@ -10,9 +10,10 @@ hooks: what crosses each boundary (a[i]), what autograd saves (abar[i], the
 tensors the kernels save inside included: dropout masks, norm statistics),
 the gradients d[i], the held values and a[0] come out as formulas, and a
 new shape evaluates them (microseconds). Temporaries and times cannot come
-from FakeTensors; each stage gets two scales for them (`largest`: its
-largest tensor, SDPA's score matrix counted; `work`: a FLOP-like sum), and
-_shapes.py fits the measured ones against them.
+from FakeTensors; each stage gets scales for them (`tensors`: the sizes of
+its tensors, SDPA's score matrix counted, whose largest growth bounds the
+temporaries'; `work`: a FLOP-like sum for the times), and _shapes.py fits
+the measured ones against them.
 """
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ class SizeModel:
         self.input_grad_bytes = _expr(prof.input_grad_bytes)
         self.held_bytes = _expr(prof.held_bytes)
         self.backward_held = [(_expr(b), int(f), int(u)) for b, f, u in prof.backward_held]
-        self.largest = [self._largest(st.nodes) for st in prog.stages] + [sympy.Integer(0)]
+        self.tensors = [self._tensors(st.nodes) for st in prog.stages] + [[]]
         self.work = [self._work(st.nodes) for st in prog.stages] + [sympy.Integer(0)]
 
     @staticmethod
@@ -141,10 +142,11 @@ class SizeModel:
 
     # -- scales of temporaries and time --------------------------------------------------
     @staticmethod
-    def _largest(nodes: Sequence[fx.Node]) -> Any:
-        """The stage's largest tensor in bytes (SDPA's score matrix included:
-        a kernel that is not fused makes it)."""
-        terms = [sympy.Integer(0)]
+    def _tensors(nodes: Sequence[fx.Node]) -> List[Any]:
+        """The sizes in bytes of the stage's tensors, each distinct formula
+        once (SDPA's score matrix included: a kernel that is not fused makes
+        it)."""
+        terms: List[Any] = []
         for n in nodes:
             for t in tensors_in(n.meta.get("val")):
                 terms.append(_bytes(t))
@@ -155,7 +157,7 @@ class SizeModel:
                 if isinstance(qv, torch.Tensor) and isinstance(kv, torch.Tensor):
                     terms.append(_expr(qv.numel()) // _expr(qv.shape[-1]) *
                                  _expr(kv.shape[-2]) * 4)
-        return sympy.Max(*terms)
+        return list(dict.fromkeys(t for t in terms if t.free_symbols))
 
     @staticmethod
     def _work(nodes: Sequence[fx.Node]) -> Any:
@@ -219,6 +221,10 @@ class SizeModel:
                 return None
         return b
 
+    def dim_at(self, dim: Any, b: Binding) -> int:
+        """An input's dimension as the export gives it (int or SymInt) at b."""
+        return self.value(_expr(dim), b)
+
     def value(self, e: Any, b: Binding) -> int:
         """The size e at binding b."""
         f = self._compiled.get(e)
@@ -237,9 +243,11 @@ class SizeModel:
                        val(self.held_bytes, b),
                        [[val(e, b), f, u] for e, f, u in self.backward_held])
 
-    def scales(self, b: Binding) -> Tuple[List[int], List[int]]:
-        """(largest, work) per stage at this binding."""
-        return ([self.value(e, b) for e in self.largest], [self.value(e, b) for e in self.work])
+    def scales(self, b: Binding) -> Tuple[List[List[int]], List[int]]:
+        """(the sizes of its tensors that depend on the dimensions, work) per
+        stage at this binding."""
+        return ([[self.value(e, b) for e in ts] for ts in self.tensors],
+                [self.value(e, b) for e in self.work])
 
     def describe(self, b: Binding) -> str:
         return ", ".join("%s=%d" % (self.names[s], b[s]) for s in self.dims if s in b)

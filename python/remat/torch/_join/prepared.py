@@ -125,6 +125,16 @@ def join_entry(program: AnyProgram, model: nn.Module, args: Args, kwargs: Kwargs
     if other:
         return None, "; %s found, but %s: flattened into one chain" % (shape, other)
     progress.note(shape)
+    info = {"path": "graph", "why": "%s; %s" % (shape, why), "export_log": "", "shape": shape}
+    # the caller solves it (RematModule._solve)
+    return join_profile_on(join, model, args, kwargs, cfg, progress, info), ""
+
+
+def join_profile_on(join: JoinGraphProgram, model: nn.Module, args: Args, kwargs: Kwargs,
+                    cfg: Config, progress: Progress, info: Dict[str, Any]) -> JoinPrepared:
+    """A JoinPrepared of `join` profiled on this input (another shape of a
+    dynamic join runs the same program), or its cached network;
+    info["cached"] says which."""
     cache = JoinCache(cfg.cache, join.cache_key(model, args, kwargs, cfg.repeat))
     net = cache.load(join.stage_names())
     cached = cache.path if net is not None else None
@@ -133,9 +143,7 @@ def join_entry(program: AnyProgram, model: nn.Module, args: Args, kwargs: Kwargs
                            type(model).__name__)
         net.meta["profile"]["key"] = cache.key
         cache.save(net)
-    info = {"cached": cached, "path": "graph", "why": "%s; %s" % (shape, why), "export_log": "",
-            "shape": shape}
-    return JoinPrepared(join, net, info), ""  # the caller solves it (RematModule._solve)
+    return JoinPrepared(join, net, dict(info, cached=cached))
 
 
 def _other_settings(cfg: Config) -> str:
