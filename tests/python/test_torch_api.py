@@ -116,6 +116,7 @@ def test_state_changes_after_wrapping_are_seen_and_stay_exact(gpt):
     ref, w, args, kwargs = wrapped(gpt)
     same_step(ref, w, args, kwargs)
     n = len(w._remat_entries)
+    assert w._remat_state.mods and w.last_entry.program._walk.ok  # (the cached ways in use)
 
     def changed(f, new_entry):
         """new_entry: whether the change makes a new entry (None: the
