@@ -59,7 +59,6 @@ BENCHMARKS.md and the prediction errors (MAPE) of remat's points.
     python bench/torch_peers.py --plot-only     # PNGs and tables from the CSVs
 """
 import argparse
-import collections
 import copy
 import csv
 import functools
@@ -476,6 +475,7 @@ def spaced(low, high, n):
 
 def remat_points(task, w, cp, family, limits_by_algo):
     """Points on one RematModule: prepare() solves for the point's limit."""
+    from remat.torch._saves import describe  # the partial saves of each point's plan
     pts = []
 
     def solve(limit, algo):
@@ -497,18 +497,9 @@ def remat_points(task, w, cp, family, limits_by_algo):
                 pt.limit, pt.pred_peak, pt.pred_fb_ms = e.limit, e.predicted_peak, e.schedule.time
                 pt.schedule = e.schedule
                 pt.note = "%s path, %d stages" % (e.info["path"], e.chain.n - 1)
-                pt.saves = saves_used(e.plan)
+                pt.saves = describe(e.plan.steps)
             pts.append(pt)
     return pts
-
-
-def saves_used(plan):
-    """The partial saves of a point's plan: "5 full, 3 matmuls, 2 input"
-    (its Fall ops by option, docs/python.md)."""
-    names = ("full", "matmuls", "input")
-    counts = collections.Counter(st.option for st in plan.steps if st.kind == "Fall")
-    return ", ".join("%d %s" % (counts[k], names[k] if k < len(names) else k)
-                     for k in sorted(counts))
 
 
 class ProfilePass:
@@ -551,8 +542,10 @@ class ProfilePass:
 
 def matched_limits(peers, low, plain, n, tol):
     """Each peer's measured peak in [low, plain] (remat at the peer's own
-    memory), plus those of n evenly spaced limits not within tol of one."""
-    lims = sorted({int(pt.peak) for pt in peers if pt.status == "ok" and low <= pt.peak <= plain})
+    memory), remat's smallest limit, plus those of n evenly spaced limits
+    not within tol of one of them."""
+    lims = sorted({int(pt.peak) for pt in peers if pt.status == "ok" and low <= pt.peak <= plain}
+                  | {int(low)})
     lims += [x for x in spaced(low, plain, n) if all(abs(x - y) > tol for y in lims)]
     return sorted(lims)
 

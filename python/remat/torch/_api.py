@@ -438,7 +438,7 @@ class RematModule(nn.Module):
                              human(e.plain_peak), e.schedule.time, e.chain.time_unit,
                              remat.store_all_cost(e.chain)[1]))
         if e.plan is not None and any(st.option for st in e.plan.steps):
-            lines.append("%s (forwards that keep what the backward needs: all of it, the "
+            lines.append("saves: %s (forwards that keep what the backward needs: all of it, the "
                          "matmul outputs only, or only the stage input)" % describe(e.plan.steps))
         if e.fallback:
             lines.append("on_infeasible='fallback': this input runs at %s, the smallest limit "

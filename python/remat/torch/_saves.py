@@ -55,18 +55,16 @@ SAVE_OPS = frozenset(
 
 
 def describe(steps: Any) -> str:
-    """How a plan's forwards that keep their saves keep them: "saves: 5
-    full, 3 matmuls, 2 input" (counts of `Fall` ops by option; "" when it
-    makes none)."""
+    """How a plan's forwards that keep their saves keep them: "5 full, 3
+    matmuls, 2 input" (counts of `Fall` ops by option; "" when it makes
+    none)."""
     counts: Dict[int, int] = {}
     for st in steps:
         if st.kind == "Fall":
             counts[st.option] = counts.get(st.option, 0) + 1
-    if not counts:
-        return ""
     names = ("full",) + SAVES
-    return "saves: " + ", ".join("%d %s" % (counts[k], names[k] if k < len(names) else k)
-                                 for k in sorted(counts))
+    return ", ".join("%d %s" % (counts[k], names[k] if k < len(names) else k)
+                     for k in sorted(counts))
 
 
 def _detach(out: Any) -> Any:
