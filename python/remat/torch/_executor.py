@@ -499,6 +499,8 @@ class Step:
         outputs replayed; what it saved fills the slots the save left."""
         _, full = self._recompute(j, True, self._a(j - 1), replay=ab.part)
         fill(ab.saved, full or [])
+        if ab.part is not None:
+            ab.part.drop()
         ab.part = None
 
     def _finish_b(self, st: Any) -> None:
