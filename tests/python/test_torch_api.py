@@ -94,6 +94,73 @@ def test_to_double_after_wrapping_profiles_again_and_stays_exact(gpt):
     assert peak <= e.limit
 
 
+class _Adapter(nn.Module):
+    """A LoRA-like adapter around a layer (new parameters, new names)."""
+
+    def __init__(self, base: nn.Module, width: int) -> None:
+        super().__init__()
+        self.base = base
+        self.down = nn.Linear(width, 4, bias=False)
+        self.up = nn.Linear(4, width, bias=False)
+
+    def forward(self, x):
+        return self.base(x) + self.up(self.down(x))
+
+
+def test_state_changes_after_wrapping_are_seen_and_stay_exact(gpt):
+    """What each step reads of the model (the state key, the graph's feeds)
+    is cached between steps; every change to the model after wrapping is
+    seen: the same key as computed afresh, gradients on the model's current
+    parameters, bitwise equal to plain autograd's."""
+    from remat.torch._api import _state_key
+    ref, w, args, kwargs = wrapped(gpt)
+    same_step(ref, w, args, kwargs)
+    n = len(w._remat_entries)
+    assert w._remat_state.mods and w.last_entry.program._walk.ok  # (the cached ways in use)
+
+    def changed(f, new_entry):
+        """new_entry: whether the change makes a new entry (None: the
+        capture's guard decides, guards.py)."""
+        nonlocal n
+        f(ref)
+        f(w)
+        same_step(ref, w, args, kwargs)
+        assert w._remat_state.get(w) == _state_key(w)
+        if new_entry is not None:
+            assert len(w._remat_entries) == n + new_entry
+        n = len(w._remat_entries)
+
+    def swap(m):  # another Parameter object in the same place: same key, read anew
+        fc = m.transformer.h[0].mlp.c_fc
+        fc.weight = nn.Parameter(fc.weight.detach() * 2)
+
+    changed(swap, 0)
+    assert w.transformer.h[0].mlp.c_fc.weight.grad is not None
+
+    def dict_write(m):  # past __setattr__, into the module's own dict
+        b = m.transformer.h[1].attn.c_attn
+        b._parameters["bias"] = nn.Parameter(b.bias.detach() + 1)
+
+    changed(dict_write, 0)
+    assert w.transformer.h[1].attn.c_attn.bias.grad is not None
+
+    def new_layer(m):  # another module object with the same names and shapes
+        old = m.transformer.h[1].mlp.c_proj
+        m.transformer.h[1].mlp.c_proj = copy.deepcopy(old)
+
+    changed(new_layer, None)  # (the guard holds the module it read)
+    changed(lambda m: m.transformer.h[0].attn.c_proj.weight.requires_grad_(False), 1)
+    changed(lambda m: m.transformer.h[1].eval(), 1)
+    torch.manual_seed(5)
+    adapter = _Adapter(ref.transformer.h[0].attn.c_proj, 64)
+
+    def inject(m):  # (the adapter's layer: a copy, equal to each model's own)
+        m.transformer.h[0].attn.c_proj = copy.deepcopy(adapter)
+
+    changed(inject, 1)
+    assert w.transformer.h[0].attn.c_proj.up.weight.grad is not None
+
+
 def test_autograd_grad_matches_and_leaves_grad_alone(gpt):
     ref, w, args, kwargs = wrapped(gpt)
     outs = []

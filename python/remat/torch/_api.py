@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import math
 import warnings
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type
 
 import torch
@@ -85,6 +86,83 @@ def _state_key(model: nn.Module) -> Tuple[Any, ...]:
     return params, bufs, modes
 
 
+_MODULE_WALK = (nn.Module.named_modules, nn.Module.named_parameters, nn.Module.named_buffers,
+                nn.Module.modules, nn.Module._named_members)
+
+
+class _StateWatch:
+    """_state_key(model), computed again only when what it reads may have
+    changed (it runs in every training step). What it reads is fixed by the
+    modules' classes and training flags, the names and identities of the
+    values in each module's _parameters, _buffers and _modules (the walk
+    and its names), and each parameter's shape, dtype, device and
+    requires_grad and each buffer's dtype and device: one pass compares
+    these with the last ones; any difference (a .to() or .double(), a
+    replaced or injected module or parameter, train()/eval(), a
+    requires_grad flip) computes the key again. A model whose classes walk
+    their members their own way gets the full key every time."""
+
+    __slots__ = ("key", "root", "mods", "params", "bufs")
+
+    def __init__(self) -> None:
+        self.key: Optional[Tuple[Any, ...]] = None
+        self.root: Any = None
+        # per module (_module_state): itself (None: the root), its class,
+        # training flag, member names, member ids, members
+        self.mods: List[Tuple[Any, ...]] = []
+        self.params: List[Tuple[torch.Tensor, torch.Size, torch.dtype, torch.device, bool]] = []
+        self.bufs: List[Tuple[torch.Tensor, torch.dtype, torch.device]] = []
+
+    def get(self, model: nn.Module) -> Tuple[Any, ...]:
+        if self.key is not None and self.root() is model and self._same(model):
+            return self.key
+        key = _state_key(model)
+        self._record(model, key)
+        return key
+
+    def _record(self, model: nn.Module, key: Tuple[Any, ...]) -> None:
+        self.key, self.root, self.mods, self.params, self.bufs = None, None, [], [], []
+        mods = list(model.modules())
+        if any(getattr(type(m), f.__name__) is not f for m in mods for f in _MODULE_WALK):
+            return
+        # (the root is given to _same: holding it would tie it to itself)
+        self.mods = [_module_state(m, m is not model) for m in mods]
+        self.params = [(p, p.shape, p.dtype, p.device, p.requires_grad)
+                       for m in mods for p in m._parameters.values() if p is not None]
+        self.bufs = [(b, b.dtype, b.device) for m in mods for b in m._buffers.values()
+                     if b is not None]
+        self.root = weakref.ref(model)
+        self.key = key
+
+    def _same(self, model: nn.Module) -> bool:
+        for held, cls, training, names, ids, _ in self.mods:
+            m = model if held is None else held
+            ps, bs, ms = m._parameters, m._buffers, m._modules
+            if (type(m) is not cls or m.training is not training
+                    or (len(ps), len(bs), *ps, *bs, *ms) != names
+                    or (*map(id, ps.values()), *map(id, bs.values()), *map(id, ms.values()))
+                    != ids):
+                return False
+        for p, shape, dtype, device, rg in self.params:
+            if (p.requires_grad is not rg or p.dtype is not dtype or p.device != device
+                    or p.shape != shape):
+                return False
+        for b, dtype, device in self.bufs:
+            if b.dtype is not dtype or b.device != device:
+                return False
+        return True
+
+
+def _module_state(m: nn.Module, hold: bool) -> Tuple[Any, ...]:
+    """What _StateWatch compares of module m: its names and the ids of its
+    parameters, buffers and submodules (the values held, so that the ids
+    stay theirs)."""
+    ps, bs, ms = m._parameters, m._buffers, m._modules
+    values = (*ps.values(), *bs.values(), *ms.values())
+    return (m if hold else None, type(m), m.training, (len(ps), len(bs), *ps, *bs, *ms),
+            tuple(map(id, values)), values)
+
+
 class RematModule(nn.Module):
     """A model trained by a checkpointing schedule within a memory limit.
 
@@ -124,6 +202,7 @@ class RematModule(nn.Module):
         self._remat_peak = 0        # the largest plain-autograd peak prepared
         self._remat_warned: Set[Any] = set()
         self.remat_counts = Counts()
+        self._remat_state = _StateWatch()  # _state_key(self), kept while nothing changes
         # the caller's loss: (bytes beyond the prediction, plain peak of that input)
         self._remat_caller: Optional[Tuple[int, int]] = None
         self._remat_meter: Optional[_CallerMeter] = None
@@ -208,7 +287,7 @@ class RematModule(nn.Module):
 
     def _key(self, args: Args, kwargs: Kwargs) -> Tuple[Any, ...]:
         flat, spec = pytree.tree_flatten((args, kwargs))
-        return (str(spec), tuple(leaf_key(x) for x in flat), _state_key(self),
+        return (str(spec), tuple(leaf_key(x) for x in flat), self._remat_state.get(self),
                 AutocastState().key())
 
     def _entry(self, args: Args, kwargs: Kwargs) -> Prepared:
@@ -426,7 +505,7 @@ class RematModule(nn.Module):
 # subclass's own state included, is kept).
 PER_INPUT = ("_remat_entries", "_remat_sigs", "_remat_shapes", "_remat_last_key",
              "_remat_peak", "_remat_warned", "remat_counts", "_remat_caller", "_remat_meter",
-             "_remat_with_loss")
+             "_remat_with_loss", "_remat_state")
 
 
 class _WithLoss(nn.Module):

@@ -46,7 +46,7 @@ import remat
 
 from ._offload import OFFLOAD_OPS, HostLink, Link, StepCopies, make_links
 from ._saves import PartialSave, both, fill
-from ._tensors import MISSING, AutocastState, FreeKey, RngState
+from ._tensors import MISSING, AutocastState, FreeKey, RngState, device_type
 
 Ref = Tuple[str, int]
 FORWARD_OPS = ("Fn", "Fck", "Fall")
@@ -189,21 +189,26 @@ class Step:
                   ) -> Callable[[torch.Tensor], Any]:
         """The pack hook of stage j's main run (with `part`, a partial save:
         what it does not keep is MISSING)."""
-        self.n_packed[j] = 0
-        self.meta[j] = []
+        n_packed = self.n_packed
+        n_packed[j] = 0
+        meta: List[Tuple[torch.Size, torch.dtype]] = []
+        self.meta[j] = meta
         kept: List[Any] = []
         self._kept_main = kept
         free = self.free_storages
+        keep_all = keep and part is None
 
         def pack(t: torch.Tensor) -> Any:
             s = t.untyped_storage().data_ptr()
-            if (t.device.type, s) in free or s == 0:
+            if s == 0 or (device_type(t), s) in free:
                 return t
-            k = self.n_packed[j]
-            self.n_packed[j] = k + 1
-            self.meta[j].append((t.shape, t.dtype))
-            if keep:  # (t itself would tie the store to the graph)
-                kept.append(t.detach() if part is None or part.keeps(t) else MISSING)
+            k = n_packed[j]
+            n_packed[j] = k + 1
+            meta.append((t.shape, t.dtype))
+            if keep_all:  # (t itself would tie the store to the graph)
+                kept.append(t.detach())
+            elif keep:
+                kept.append(t.detach() if part.keeps(t) else MISSING)  # type: ignore[union-attr]
             return _Handle(self, j, k)
         return pack
 
@@ -494,6 +499,8 @@ class Step:
         outputs replayed; what it saved fills the slots the save left."""
         _, full = self._recompute(j, True, self._a(j - 1), replay=ab.part)
         fill(ab.saved, full or [])
+        if ab.part is not None:
+            ab.part.drop()
         ab.part = None
 
     def _finish_b(self, st: Any) -> None:

@@ -169,7 +169,12 @@ class PartialSave:
         return self.cache.tensors() if self.cache is not None else []
 
     def drop(self) -> None:
-        """B i has made again what was not kept: the cache is not needed."""
+        """B i has made again what was not kept: the cache is not needed. Its
+        outputs go too: an offloaded save's rebuild holds the cache (and set
+        its outputs to the prefetched copies), so they would stay taken until
+        the end of the step while the plan counts them freed by B i."""
+        if self.cache is not None:
+            self.cache.outs = []
         self.cache = None
 
 

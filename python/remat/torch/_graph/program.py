@@ -64,6 +64,7 @@ class GraphProgram:
     held_acts: AbstractSet[fx.Node] = frozenset()  # activations held for the step (_cut)
     grouped_mm = 0  # traced grouped-matmul fallbacks made eager's kernel (moe.py)
     guard: Optional[Guard] = None  # the Python state the capture read (guards.py)
+    _walk: Optional["_FeedWalk"] = None  # feeds' way to the parameters and buffers
 
     def __init__(self, ep: Any, model: torch.nn.Module, flat_inputs: Sequence[Any],
                  max_stages: int, eager_sdpa: Sequence[EagerSdpa] = ()) -> None:
@@ -255,6 +256,26 @@ class GraphProgram:
 
     # -- feeding placeholders ---------------------------------------------------
     def feeds(self, model: torch.nn.Module, flat_inputs: Sequence[Any]) -> Dict[fx.Node, Any]:
+        """Each placeholder's value: the model's parameter or buffer of its
+        name, the program's constant, or the next input. Read through the
+        modules' own dicts along each name (the walk named_parameters makes,
+        run in every step), once checked against named_parameters; a
+        missing name reads them from named_parameters."""
+        walk = self._walk
+        if walk is None:
+            full = self._feeds(model, flat_inputs)
+            walk = self._walk = _FeedWalk(self.placeholders, self.ph_spec)
+            fast = walk.feeds(model, flat_inputs, self.ep.constants)
+            walk.ok = fast is not None and len(fast) == len(full) and all(
+                fast[ph] is v for ph, v in full.items())
+            return full
+        if walk.ok:
+            fast = walk.feeds(model, flat_inputs, self.ep.constants)
+            if fast is not None:
+                return fast
+        return self._feeds(model, flat_inputs)
+
+    def _feeds(self, model: torch.nn.Module, flat_inputs: Sequence[Any]) -> Dict[fx.Node, Any]:
         params = dict(model.named_parameters(remove_duplicate=False))
         buffers = dict(model.named_buffers(remove_duplicate=False))
         device = next(iter(params.values())).device if params else None
@@ -486,6 +507,68 @@ class GraphReplay:
         finally:
             for x in mutated_clones:
                 step.free_storages.discard(free_key(x))
+
+
+class _FeedWalk:
+    """The placeholders' parameters and buffers reached by their names: the
+    modules along each name, from the root through each module's _modules,
+    then the module's _parameters or _buffers (what named_parameters and
+    named_buffers walk). ok: it gave what they give (checked once)."""
+
+    def __init__(self, placeholders: Sequence[fx.Node],
+                 ph_spec: Dict[fx.Node, Tuple[str, Any]]) -> None:
+        self.ok = False
+        index: Dict[Tuple[str, ...], int] = {(): 0}
+        # modules[i] = modules[parent]._modules[name], parents first
+        self.path: List[Tuple[int, str]] = []
+        # (placeholder, 0 parameter / 1 buffer / 2 constant / 3 input, module, name)
+        self.leaves: List[Tuple[fx.Node, int, int, Any]] = []
+        self.constants = False
+        for ph in placeholders:
+            kind, target = ph_spec[ph]
+            code = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR").index(kind) \
+                if kind != "USER_INPUT" else 3
+            if code > 1:
+                self.constants = self.constants or code == 2
+                self.leaves.append((ph, code, 0, target))
+                continue
+            parts = tuple(str(target).split("."))
+            for i in range(1, len(parts)):
+                if parts[:i] not in index:
+                    index[parts[:i]] = len(index)
+                    self.path.append((index[parts[:i - 1]], parts[i - 1]))
+            self.leaves.append((ph, code, index[parts[:-1]], parts[-1]))
+
+    def feeds(self, model: torch.nn.Module, flat_inputs: Sequence[Any], constants: Dict[str, Any]
+              ) -> Optional[Dict[fx.Node, Any]]:
+        """As GraphProgram._feeds, or None where a name is missing."""
+        mods: List[Any] = [model]
+        try:
+            for parent, name in self.path:
+                mods.append(mods[parent]._modules[name])
+        except (KeyError, AttributeError):
+            return None
+        device = None
+        if self.constants:
+            first = next(model.parameters(), None)
+            device = first.device if first is not None else None
+        out: Dict[fx.Node, Any] = {}
+        k = 0
+        for ph, code, i, name in self.leaves:
+            if code == 0:
+                v = mods[i]._parameters.get(name)
+            elif code == 1:
+                v = mods[i]._buffers.get(name)
+            elif code == 2:
+                c = constants[name]
+                v = c.to(device) if device is not None and c.device != device else c
+            else:
+                v = flat_inputs[k]
+                k += 1
+            if v is None and code < 2:
+                return None
+            out[ph] = v
+        return out
 
 
 def _data_dependent(e: BaseException) -> bool:
