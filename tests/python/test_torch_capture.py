@@ -264,3 +264,49 @@ def test_profile_gives_a_chain_the_command_line_reads(tmp_path):
         out = subprocess.run([cli, "curve", str(path), "--points", "4"], capture_output=True,
                              text=True, check=True).stdout
         assert out.startswith("memory_bytes") and len(out.splitlines()) >= 3
+
+
+class _RoundSTE(torch.autograd.Function):
+    """A straight-through estimator: rounds in the forward, passes the
+    gradient through unchanged (the forward's own derivative is zero)."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return torch.round(x * 4) / 4
+
+    @staticmethod
+    def backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+        return g
+
+
+class _QuantBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(_RoundSTE.apply(self.fc(x)))
+
+
+def test_a_custom_autograd_function_keeps_its_own_backward():
+    """torch.export keeps only a custom Function's forward: a graph of this
+    model would back-propagate through round() (zero gradient) instead of
+    the estimator's backward. The auto capture finds the Function and takes
+    the module path, which calls it again: gradients stay plain autograd's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[_QuantBlock(32) for _ in range(4)])
+    args = (torch.randn(8, 32, requires_grad=True),)
+    ref, base = copies(model)
+    w = wrap(base, args, {})
+    info = w.last_entry.info
+    assert info["path"] == "modules", info
+    assert "_RoundSTE" in info["why"] and "custom autograd Functions" in info["why"]
+    for limit in limits(w):
+        w.set_memory(limit)
+        same_step(ref, w, args, {})
+        assert measured_peak(w, args, {}) <= limit
+    # the graph, forced, is what the check avoids: other gradients
+    g_ref, g_base = copies(model)
+    g = wrap(g_base, args, {}, capture="graph")
+    with pytest.raises(AssertionError, match="differ from plain autograd"):
+        same_step(g_ref, g, args, {})

@@ -119,8 +119,7 @@ def capture(model: nn.Module, args: Args, kwargs: Kwargs, cfg: Config, dynamic: 
                 dims = graph.dims_text()
                 return graph, "torch.export captured the whole model" + (
                     ", dynamic in %s" % dims if dims else ""), ""
-            why = "the exported graph runs other kernels than eager (%s), so gradients would " \
-                  "differ in the last bits; the model's own code runs instead" % diff
+            why = diff + "; the model's own code runs instead"
         if graph is None and mode == "graph":
             raise CaptureError("remat: %s" % why)
     try:

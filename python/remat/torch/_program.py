@@ -73,5 +73,6 @@ class Program(Protocol):
 
     def differs_from_eager(self, model: torch.nn.Module, args: Args, kwargs: Kwargs
                            ) -> Optional[str]:
-        """None when the program runs the model's own kernels; else the first
-        difference (the capture choice falls back on the module path)."""
+        """None when the program's gradients are the model's own (its
+        kernels, its custom autograd Functions); else why not (the capture
+        choice falls back on the module path)."""

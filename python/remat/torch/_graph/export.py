@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import sys
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._memory import fd2_to
 from .._program import Args, Kwargs
-from .._tensors import leave_no_trace
+from .._tensors import leave_no_trace, tensors_in
 
 
 def dynamic_shapes(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> Optional[Any]:
@@ -105,6 +105,44 @@ def eager_forward(owner: torch.nn.Module, m: torch.nn.Module, args: Args, kwargs
     with leave_no_trace(owner), torch.no_grad():
         torch.manual_seed(0)
         m(*args, **kwargs)
+
+def custom_functions(model: torch.nn.Module, args: Args, kwargs: Kwargs) -> List[str]:
+    """The custom autograd Functions (subclasses of torch.autograd.Function)
+    one forward of `model` calls, by name. torch.export traces only their
+    forward, so a graph of a model that calls one back-propagates through
+    the forward's operators instead of the Function's own backward: other
+    gradients (BLOOM's GELU: the last bits; a straight-through estimator:
+    all of them). The forward runs with grad, but its saved tensors are
+    dropped as they are packed, so it holds what one without grad holds.
+    Buffers and the RNG are left as they were."""
+    names: Dict[str, None] = {}
+    try:
+        with leave_no_trace(model), torch.enable_grad(), \
+                torch.autograd.graph.saved_tensors_hooks(_dropped, _never_unpacked):
+            torch.manual_seed(0)
+            todo = [t.grad_fn for t in tensors_in(model(*args, **kwargs))
+                    if t.grad_fn is not None]
+    except Exception:  # noqa: BLE001 (a forward that needs its saved tensors: none found)
+        return []
+    seen: Set[int] = set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            names[type(node).__name__.removesuffix("Backward")] = None
+        todo.extend(n for n, _ in node.next_functions if n is not None)
+    return list(names)
+
+
+def _dropped(t: torch.Tensor) -> None:
+    return None
+
+
+def _never_unpacked(h: Any) -> torch.Tensor:
+    raise RuntimeError("remat: custom_functions' forward runs no backward")
+
 
 _IGNORED_OPS = ("aten._assert", "aten.detach", "aten.alias", "aten.lift_fresh")
 

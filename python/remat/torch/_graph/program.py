@@ -19,7 +19,7 @@ from .._progress import Progress
 from .._tensors import (AutocastState, StorageKey, cuda_devices, detached_like, device_of,
                         free_key, saving, storage_key, tensors_in)
 from . import cut as C
-from .export import dynamic_shapes, export_model, first_difference
+from .export import custom_functions, dynamic_shapes, export_model, first_difference
 from .guards import Guard, recording
 from .held import HeldRegistry, KeepAlive, insert_register, registers_held
 from .measure import profile_graph
@@ -149,8 +149,18 @@ class GraphProgram:
 
     def differs_from_eager(self, model: torch.nn.Module, args: Args, kwargs: Kwargs
                            ) -> Optional[str]:
-        """See export.first_difference."""
-        return first_difference(model, self.ep.module(), args, kwargs)
+        """None when the graph's gradients are eager's, else why not (see
+        export.custom_functions and export.first_difference)."""
+        funcs = custom_functions(model, args, kwargs)
+        if funcs:
+            return "the model calls custom autograd Functions (%s), whose own backward " \
+                   "torch.export does not keep, so the graph's gradients would differ" \
+                   % ", ".join(funcs)
+        diff = first_difference(model, self.ep.module(), args, kwargs)
+        if diff is None:
+            return None
+        return "the exported graph runs other kernels than eager (%s), so gradients would " \
+               "differ in the last bits" % diff
 
     def stage_names(self) -> List[str]:
         return [st.name for st in self.stages]
