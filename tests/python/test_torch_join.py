@@ -17,8 +17,8 @@ import join_models as jm
 import remat
 import remat.torch as rt
 from remat.torch import _prepare
-from torchkit import assert_same, between, copies, limits, measured_peak, same_step, state, wrap, \
-    zero_grads
+from torchkit import assert_same, copies, limits, limits_of_largest, measured_peak, same_step, \
+    state, wrap, zero_grads
 
 
 def check_join(example: Any, per_layer: Callable[[nn.Module], nn.Module], towers: int,
@@ -45,22 +45,6 @@ def check_join(example: Any, per_layer: Callable[[nn.Module], nn.Module], towers
     same_step(ref, ckpt, args, kw)  # the same gradients, checkpointed per layer
     assert lims[0] <= measured_peak(ckpt, args, kw)
     return w
-
-
-def limits_of_largest(w: rt.RematModule) -> list:
-    """torchkit.limits for a module with several inputs prepared, the last
-    the largest: its smallest accepted limit (set_memory solves every input
-    and names the first that does not fit), halfway, its plain peak."""
-    low = 1
-    while True:
-        try:
-            w.set_memory(low)
-            break
-        except remat.InfeasibleError as e:
-            assert e.min_memory > low
-            low = int(e.min_memory)
-    plain = w.last_entry.plain_peak
-    return sorted({low, between(low, plain, 0.5), plain})
 
 
 def test_clip_text_and_vision_towers():

@@ -21,8 +21,8 @@ import remat
 import remat.torch as rt
 from remat.torch import _shapes
 from remat.torch._graph.sizes import _compile
-from torchkit import between, copies, fraction_at, limits, measured_peak, same_step, step, wrap, \
-    zero_grads
+from torchkit import copies, fraction_at, limits, limits_of_largest, measured_peak, same_step, \
+    step, wrap, zero_grads
 
 VOCAB = 512
 
@@ -274,22 +274,6 @@ def test_on_infeasible_fallback_runs_at_the_smallest_limit_with_one_warning():
         peak = measured_peak(w, (big,), {"labels": big})
     assert peak <= e.fallback
     assert "on_infeasible='fallback'" in w.remat_report()
-
-
-def limits_of_largest(w: rt.RematModule) -> list:
-    """torchkit.limits for a module with several inputs prepared, the last
-    the largest: its smallest accepted limit (set_memory solves every input
-    and names the first that does not fit), halfway, its plain peak."""
-    low = 1
-    while True:
-        try:
-            w.set_memory(low)
-            break
-        except remat.InfeasibleError as e:
-            assert e.min_memory > low
-            low = int(e.min_memory)
-    plain = w.last_entry.plain_peak
-    return sorted({low, between(low, plain, 0.5), plain})
 
 
 def test_a_shape_four_times_the_profiled_stays_within_its_limit():

@@ -162,6 +162,22 @@ def limits(w: rt.RematModule, algorithm: str = "optimal") -> List[int]:
     return sorted({low, between(low, plain, 0.5), plain})
 
 
+def limits_of_largest(w: rt.RematModule) -> List[int]:
+    """torchkit.limits for a module with several inputs prepared, the last
+    the largest: its smallest accepted limit (set_memory solves every input
+    and names the first that does not fit), halfway, its plain peak."""
+    low = 1
+    while True:
+        try:
+            w.set_memory(low)
+            break
+        except remat.InfeasibleError as e:
+            assert e.min_memory > low
+            low = int(e.min_memory)
+    plain = w.last_entry.plain_peak
+    return sorted({low, between(low, plain, 0.5), plain})
+
+
 def recomputes(sched: "remat.Schedule") -> bool:
     """Whether the schedule runs some stage's forward more than once, or
     makes a partial save ("Fall i/k": its B runs the stage again)."""
