@@ -22,13 +22,20 @@ def run(*args):
                           timeout=TIMEOUT)
 
 
-def test_quick_gpt2(tmp_path):
-    p = run("--quick", "--models", "gpt2", "--threads", "1", "--out", str(tmp_path))
+def quick(model, tmp_path):
+    """The bench's quick run on `model`: its output and its CSV's rows, in
+    which every method ran."""
+    p = run("--quick", "--models", model, "--threads", "1", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
-    with open(tmp_path / "torch_peers_gpt2.csv", newline="") as f:
+    with open(tmp_path / ("torch_peers_%s.csv" % model), newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["family"] for r in rows} == {
         "plain", "hf-gc", "ckpt-seq", "sac", "remat-optimal", "remat-revolve", "remat-sequential"}
+    return p, rows
+
+
+def test_quick_gpt2(tmp_path):
+    p, rows = quick("gpt2", tmp_path)
     assert all(r["status"] == "ok" and int(r["n_steps"]) == 2 for r in rows), rows
     peak = {(r["family"], r["setting"]): int(r["peak_bytes"]) for r in rows}
     plain = peak[("plain", "")]
@@ -49,12 +56,7 @@ def test_quick_mixtral(tmp_path):
     Sequential for checkpoint_sequential; SAC saves the experts' grouped
     matmuls too), remat's points stay within their limits, and remat's
     smallest limit is under every peer's measured peak (issue 24)."""
-    p = run("--quick", "--models", "mixtral", "--threads", "1", "--out", str(tmp_path))
-    assert p.returncode == 0, p.stderr[-3000:]
-    with open(tmp_path / "torch_peers_mixtral.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert {r["family"] for r in rows} == {
-        "plain", "hf-gc", "ckpt-seq", "sac", "remat-optimal", "remat-revolve", "remat-sequential"}
+    p, rows = quick("mixtral", tmp_path)
     assert all(r["status"] == "ok" for r in rows), rows
     plain = next(int(r["peak_bytes"]) for r in rows if r["family"] == "plain")
     peers = [r for r in rows if r["family"] in ("hf-gc", "ckpt-seq", "sac")]

@@ -670,9 +670,8 @@ def checkpoint(model: nn.Module, example_args: Any = (), example_kwargs: Optiona
     derived from the graph's size formulas, verified in the first call on
     the example with its dynamic sizes halved (no profile), else (a join
     of towers among them) profiled once per bucket of sizes (rounded up to
-    powers of two); one whose
-    dtypes, devices, autocast or parameter state differ is profiled again
-    (on_new_input="profile") or refused
+    powers of two); one whose dtypes, devices, autocast or parameter state
+    differ is profiled again (on_new_input="profile") or refused
     (on_new_input="error", an InputChanged naming the change).
     on_infeasible: "error" (an InfeasibleError naming what changed in the
     input and the smallest limit it needs) or "fallback" (that input runs at

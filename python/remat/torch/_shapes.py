@@ -294,7 +294,7 @@ def _options(got: Sequence[Tuple[float, int, Dict[str, Any]]], work: int, out_by
     stage) of each profile: what an option keeps is some of the stage's
     tensors and its temporaries are too, so each is bounded like the full
     save's temporaries (overhead), never below a[i]; its B's time scales
-    like the stage's. None when the profiles measured different options."""
+    like the stage's. An empty list when the profiles measured different options."""
     names = [[o.get("name") for o in s["options"]] for _, _, s in got]
     if not names[0] or any(n != names[0] for n in names):
         return []
