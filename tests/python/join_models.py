@@ -183,6 +183,27 @@ def clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image:
     return m, (), kw
 
 
+def siglip(layers: int = 2, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
+           ) -> Example:
+    """SigLIP (sigmoid loss): its exported graph reshapes the vision tower's
+    attention by the batch size read from input_ids."""
+    import transformers
+    from transformers import SiglipConfig, SiglipModel
+    transformers.logging.set_verbosity_error()
+    cfg = SiglipConfig(
+        text_config=dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                         num_attention_heads=2, vocab_size=1000, max_position_embeddings=seq,
+                         eos_token_id=2, bos_token_id=1, pad_token_id=0),
+        vision_config=dict(hidden_size=width, intermediate_size=2 * width,
+                           num_hidden_layers=layers, num_attention_heads=2, image_size=image,
+                           patch_size=8))
+    m = SiglipModel(cfg).train()
+    kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
+                          "pixel_values": torch.randn(batch, 3, image, image),
+                          "return_loss": True}
+    return m, (), kw
+
+
 def clip_per_layer(model: nn.Module) -> nn.Module:
     """Hugging Face's per-layer checkpointing of both towers."""
     with warnings.catch_warnings():  # transformers 5 renames it activation_checkpointing_enable

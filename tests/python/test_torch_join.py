@@ -53,6 +53,14 @@ def test_clip_text_and_vision_towers():
     assert "text_model (input_ids)" in w.remat_report()
 
 
+def test_siglip_towers_read_one_batch_size():
+    # the vision tower's reshapes read input_ids' batch size: a size, not a
+    # dependence on the text tower (without that, SigLIP ran as one chain)
+    w = check_join(jm.siglip(), jm.clip_per_layer, 2, False)
+    assert "vision_model (pixel_values)" in w.remat_report()
+    assert "text_model (input_ids)" in w.remat_report()
+
+
 @pytest.mark.kernels  # convolutions
 @pytest.mark.xfail(os.environ.get("REMAT_TEST_KERNELS") == "plain", strict=False,
                    reason="open: on ATen's convolution kernels the measured peak passed the "

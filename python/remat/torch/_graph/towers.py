@@ -10,7 +10,10 @@ is tried; a model has a few); a node depending on one group's inputs only
 belongs to that group's tower, a node depending on two or more groups that
 carry activations belongs to the head. The split with the smallest head
 wins. Nodes that depend on no input (position ids sliced from a buffer, a
-parameter's exp) go with their readers.
+parameter's exp) go with their readers. The inputs' sizes and arithmetic on
+them (`shapes`) belong to no tower: an exported graph reads the batch size
+from one input wherever it is needed (SigLIP's vision attention reshapes by
+the text's batch size), and the join program computes them before any tower.
 
 The towers run in any order when the order cannot change a result. It can
 when a tower draws random numbers (dropout: the draws come in the model's
@@ -23,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import AbstractSet, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
+import torch
 from torch import fx
 
 from .._tensors import StorageKey
@@ -38,12 +42,14 @@ HEAD = -1
 class Towers:
     """The towers' call nodes (graph order; towers in the model's order), the
     head's (graph order; empty when the towers meet in the caller's loss),
-    each tower's user inputs, and whether the towers must run in order."""
+    each tower's user inputs, whether the towers must run in order, and the
+    size nodes (graph order) that are computed before every tower."""
     towers: List[List[fx.Node]]
     head: List[fx.Node]
     inputs: List[List[fx.Node]]
     ordered: bool
     why_ordered: str
+    shapes: List[fx.Node] = dataclasses.field(default_factory=list)
 
 
 def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
@@ -55,7 +61,8 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
     towers found cannot run apart. `params`: the parameter placeholders;
     `placeholder_storages`: the storages of all placeholders (a buffer
     updated by two towers keeps the graph one chain)."""
-    anc = _inputs_of(calls, user_inputs)
+    shapes = size_nodes(calls, user_inputs)
+    anc = _inputs_of(calls, user_inputs, shapes)
     used = sorted({i for s in anc.values() for i in s})
     if len(used) < 2:
         return None, ""
@@ -75,7 +82,7 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
     if best is None:
         return None, ""  # no split gives two towers that carry gradients
     group = best
-    why = _assign_free(calls, group)
+    why = _assign_free(calls, group, shapes)
     if why:
         return None, why
     ids = sorted({g for g in group.values() if g != HEAD},
@@ -89,16 +96,36 @@ def find_towers(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
         return None, why
     inputs = [[user_inputs[i] for i in used if any(i in anc[n] for n in t)] for t in towers]
     ordered, why_ordered = _order(towers, params)
-    return Towers(towers, head, inputs, ordered, why_ordered), ""
+    return Towers(towers, head, inputs, ordered, why_ordered,
+                  [n for n in calls if n in shapes]), ""
 
 
-def _inputs_of(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node]
-               ) -> Dict[fx.Node, FrozenSet[int]]:
-    """For each call node, the user inputs (by index) it depends on."""
+SIZE_TYPES = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def size_nodes(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node]) -> Set[fx.Node]:
+    """The call nodes computing a number from the user inputs' sizes alone
+    (`sym_size` of an input, arithmetic on such numbers)."""
+    inputs = set(user_inputs)
+    out: Set[fx.Node] = set()
+    for n in calls:
+        if (isinstance(n.meta.get("val"), SIZE_TYPES) and n.all_input_nodes
+                and all(a in inputs or a in out for a in n.all_input_nodes)):
+            out.add(n)
+    return out
+
+
+def _inputs_of(calls: Sequence[fx.Node], user_inputs: Sequence[fx.Node],
+               shapes: AbstractSet[fx.Node] = frozenset()) -> Dict[fx.Node, FrozenSet[int]]:
+    """For each call node, the user inputs (by index) it depends on; an
+    input's size is no dependence."""
     anc: Dict[fx.Node, FrozenSet[int]] = {ph: frozenset([i]) for i, ph in enumerate(user_inputs)}
     out: Dict[fx.Node, FrozenSet[int]] = {}
     for n in calls:
         s: FrozenSet[int] = frozenset()
+        if n in shapes:
+            out[n] = anc[n] = s
+            continue
         for a in n.all_input_nodes:
             s = s | anc.get(a, frozenset())
         anc[n] = s
@@ -146,14 +173,16 @@ def _groups(calls: Sequence[fx.Node], anc: Dict[fx.Node, FrozenSet[int]],
     return group
 
 
-def _assign_free(calls: Sequence[fx.Node], group: Dict[fx.Node, int]) -> str:
+def _assign_free(calls: Sequence[fx.Node], group: Dict[fx.Node, int],
+                 shapes: AbstractSet[fx.Node]) -> str:
     """Puts each node left out by _groups with its readers: in their tower,
     in the head when only the head reads it; one that only such nodes read
     (a buffer's updates, an output) with the node before it. Returns why not,
-    when two towers read it (a value made once for both)."""
+    when two towers read it (a value made once for both). The size nodes
+    stay out: every tower reads them."""
     unread: Set[fx.Node] = set()
     for n in reversed(calls):
-        if n in group:
+        if n in group or n in shapes:
             continue
         readers = {group[u] for u in n.users if u in group}
         if not readers:
@@ -165,6 +194,8 @@ def _assign_free(calls: Sequence[fx.Node], group: Dict[fx.Node, int]) -> str:
         group[n] = next(iter(towers)) if towers else HEAD
     prev = HEAD
     for n in calls:
+        if n in shapes:
+            continue
         if n in unread:
             group[n] = prev
         prev = group[n]

@@ -56,6 +56,7 @@ class JoinGraphProgram(GraphProgram):
     towers: Towers
     branches: List[List[int]]
     views: List[GraphProgram]
+    size_nodes: List[fx.Node] = []  # the towers' size nodes, computed with the feeds
 
     @classmethod
     def from_graph(cls, graph: GraphProgram, model: torch.nn.Module, args: Args,
@@ -128,6 +129,10 @@ class JoinGraphProgram(GraphProgram):
         self.cut_reasons = {}
         self._build_stages(C.Cut(starts, bounds, {}), facts, acts, mutated_keys, ph_storage,
                            storage_of)
+        # the sizes are fed: every tower may read them, in any order
+        self.size_nodes = towers.shapes
+        self.drop_after = {j: [a for a in drops if a not in self.size_nodes]
+                           for j, drops in self.drop_after.items()}
         first = 1
         self.branches = []
         self.views = []
@@ -140,6 +145,14 @@ class JoinGraphProgram(GraphProgram):
             view.input_acts = ins
             self.views.append(view)
         return ""
+
+    def feeds(self, model: torch.nn.Module, flat_inputs: Sequence[Any]) -> Dict[fx.Node, Any]:
+        """The placeholders' values, and the size nodes' from them."""
+        out = super().feeds(model, flat_inputs)
+        for n in self.size_nodes:
+            args, kwargs = fx.node.map_arg((n.args, n.kwargs), out.__getitem__)
+            out[n] = n.target(*args, **kwargs)  # type: ignore[operator]
+        return out
 
     @property
     def head(self) -> Any:
