@@ -4,7 +4,8 @@ the towers cut into one chain, in the model's order) and against per-layer
 checkpointing of every tower, measured with one meter (remat.torch.PeakMeter)
 for every method.
 
-    python bench/torch_join.py [--models clip,siamese,triplet,dual-bert] [--steps 5] [--quick]
+    python bench/torch_join.py [--models clip,siamese,triplet,dual-bert,siglip,chinese-clip,altclip]
+                               [--steps 5] [--quick]
                                [--out docs/img] [--interleave R]
 
 For each model: plain autograd and per-layer checkpointing (Hugging Face's
@@ -53,10 +54,16 @@ MODELS = {
     # a dual BERT encoder (4- and 6-layer towers, width 96; queries of 32
     # tokens, documents of 128, batch 8): no test uses it
     "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer),
+    # SigLIP, Chinese-CLIP and AltCLIP at the test suite's CLIP size
+    "siglip": (jm.siglip, jm.clip_per_layer),
+    "chinese-clip": (jm.chinese_clip, jm.clip_per_layer),
+    "altclip": (jm.altclip, jm.clip_per_layer),
 }
 # --quick: the test suite's sizes (tests/python/join_models.py defaults)
 QUICK = {"clip": (jm.clip, jm.clip_per_layer), "siamese": (jm.siamese, jm.per_layer),
-         "triplet": (jm.triplet, jm.per_layer), "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer)}
+         "triplet": (jm.triplet, jm.per_layer), "dual-bert": (jm.dual_bert, jm.dual_bert_per_layer),
+         "siglip": (jm.siglip, jm.clip_per_layer), "chinese-clip": MODELS["chinese-clip"],
+         "altclip": MODELS["altclip"]}
 
 
 def loss_of(out: Any) -> torch.Tensor:

@@ -204,6 +204,46 @@ def siglip(layers: int = 2, width: int = 64, batch: int = 8, seq: int = 16, imag
     return m, (), kw
 
 
+def _pair(width: int, layers: int, seq: int, image: int) -> Tuple[dict, dict]:
+    text = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                num_attention_heads=2, vocab_size=1000, max_position_embeddings=seq + 2)
+    vision = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                  num_attention_heads=2, image_size=image, patch_size=8)
+    return text, vision
+
+
+def chinese_clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16,
+                 image: int = 32) -> Example:
+    """Chinese-CLIP (a BERT text tower, a CLIP vision tower). Only
+    bench/torch_join.py uses it (a model the tests never saw)."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    text, vision = _pair(width, layers, seq, image)
+    cfg = transformers.ChineseCLIPConfig(text_config=text, vision_config=vision,
+                                         projection_dim=32)
+    m = transformers.ChineseCLIPModel(cfg).train()
+    kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
+                          "pixel_values": torch.randn(batch, 3, image, image),
+                          "return_loss": True}
+    return m, (), kw
+
+
+def altclip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
+            ) -> Example:
+    """AltCLIP (an XLM-RoBERTa text tower, a CLIP vision tower). Only
+    bench/torch_join.py uses it (a model the tests never saw)."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    text, vision = _pair(width, layers, seq, image)
+    cfg = transformers.AltCLIPConfig(text_config=dict(text, project_dim=32, pad_token_id=1),
+                                     vision_config=vision, projection_dim=32)
+    m = transformers.AltCLIPModel(cfg).train()
+    kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
+                          "pixel_values": torch.randn(batch, 3, image, image),
+                          "return_loss": True}
+    return m, (), kw
+
+
 def clip_per_layer(model: nn.Module) -> nn.Module:
     """Hugging Face's per-layer checkpointing of both towers."""
     with warnings.catch_warnings():  # transformers 5 renames it activation_checkpointing_enable
