@@ -163,85 +163,63 @@ def dual_encoder(batch: int = 16, seq: int = 12) -> Example:
     return m, (torch.randn(batch, seq, 32), torch.randn(batch, 2 * seq, 32)), {}
 
 
-def clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
-         ) -> Example:
+def _configs(width: int, layers: int, positions: int, image: int) -> Tuple[dict, dict]:
+    """A text and a vision tower's configs, of CLIP's shape."""
+    text = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                num_attention_heads=2, vocab_size=1000, max_position_embeddings=positions,
+                eos_token_id=2, bos_token_id=1, pad_token_id=0)
+    vision = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                  num_attention_heads=2, image_size=image, patch_size=8)
+    return text, vision
+
+
+def _text_image(m: nn.Module, batch: int, seq: int, image: int) -> Example:
+    """A contrastive model of text and images, with a batch for it."""
     import transformers
-    from transformers import CLIPConfig, CLIPModel
     transformers.logging.set_verbosity_error()
-    cfg = CLIPConfig(
-        text_config=dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-                         num_attention_heads=2, vocab_size=1000, max_position_embeddings=seq,
-                         eos_token_id=2, bos_token_id=1, pad_token_id=0),
-        vision_config=dict(hidden_size=width, intermediate_size=2 * width,
-                           num_hidden_layers=layers, num_attention_heads=2, image_size=image,
-                           patch_size=8),
-        projection_dim=32)
-    m = CLIPModel(cfg).train()
     kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
                           "pixel_values": torch.randn(batch, 3, image, image),
                           "return_loss": True}
-    return m, (), kw
+    return m.train(), (), kw
+
+
+def clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
+         ) -> Example:
+    from transformers import CLIPConfig, CLIPModel
+    text, vision = _configs(width, layers, seq, image)
+    cfg = CLIPConfig(text_config=text, vision_config=vision, projection_dim=32)
+    return _text_image(CLIPModel(cfg), batch, seq, image)
 
 
 def siglip(layers: int = 2, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
            ) -> Example:
     """SigLIP (sigmoid loss): its exported graph reshapes the vision tower's
     attention by the batch size read from input_ids."""
-    import transformers
     from transformers import SiglipConfig, SiglipModel
-    transformers.logging.set_verbosity_error()
-    cfg = SiglipConfig(
-        text_config=dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-                         num_attention_heads=2, vocab_size=1000, max_position_embeddings=seq,
-                         eos_token_id=2, bos_token_id=1, pad_token_id=0),
-        vision_config=dict(hidden_size=width, intermediate_size=2 * width,
-                           num_hidden_layers=layers, num_attention_heads=2, image_size=image,
-                           patch_size=8))
-    m = SiglipModel(cfg).train()
-    kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
-                          "pixel_values": torch.randn(batch, 3, image, image),
-                          "return_loss": True}
-    return m, (), kw
-
-
-def _pair(width: int, layers: int, seq: int, image: int) -> Tuple[dict, dict]:
-    text = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-                num_attention_heads=2, vocab_size=1000, max_position_embeddings=seq + 2)
-    vision = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-                  num_attention_heads=2, image_size=image, patch_size=8)
-    return text, vision
+    text, vision = _configs(width, layers, seq, image)
+    cfg = SiglipConfig(text_config=text, vision_config=vision)
+    return _text_image(SiglipModel(cfg), batch, seq, image)
 
 
 def chinese_clip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16,
                  image: int = 32) -> Example:
     """Chinese-CLIP (a BERT text tower, a CLIP vision tower). Only
     bench/torch_join.py uses it (a model the tests never saw)."""
-    import transformers
-    transformers.logging.set_verbosity_error()
-    text, vision = _pair(width, layers, seq, image)
-    cfg = transformers.ChineseCLIPConfig(text_config=text, vision_config=vision,
-                                         projection_dim=32)
-    m = transformers.ChineseCLIPModel(cfg).train()
-    kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
-                          "pixel_values": torch.randn(batch, 3, image, image),
-                          "return_loss": True}
-    return m, (), kw
+    from transformers import ChineseCLIPConfig, ChineseCLIPModel
+    text, vision = _configs(width, layers, seq + 2, image)
+    cfg = ChineseCLIPConfig(text_config=text, vision_config=vision, projection_dim=32)
+    return _text_image(ChineseCLIPModel(cfg), batch, seq, image)
 
 
 def altclip(layers: int = 3, width: int = 64, batch: int = 8, seq: int = 16, image: int = 32
             ) -> Example:
     """AltCLIP (an XLM-RoBERTa text tower, a CLIP vision tower). Only
     bench/torch_join.py uses it (a model the tests never saw)."""
-    import transformers
-    transformers.logging.set_verbosity_error()
-    text, vision = _pair(width, layers, seq, image)
-    cfg = transformers.AltCLIPConfig(text_config=dict(text, project_dim=32, pad_token_id=1),
-                                     vision_config=vision, projection_dim=32)
-    m = transformers.AltCLIPModel(cfg).train()
-    kw: dict[str, Any] = {"input_ids": torch.randint(3, 1000, (batch, seq)),
-                          "pixel_values": torch.randn(batch, 3, image, image),
-                          "return_loss": True}
-    return m, (), kw
+    from transformers import AltCLIPConfig, AltCLIPModel
+    text, vision = _configs(width, layers, seq + 2, image)
+    cfg = AltCLIPConfig(text_config=dict(text, project_dim=32, pad_token_id=1),
+                        vision_config=vision, projection_dim=32)
+    return _text_image(AltCLIPModel(cfg), batch, seq, image)
 
 
 def clip_per_layer(model: nn.Module) -> nn.Module:
