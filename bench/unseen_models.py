@@ -9,8 +9,8 @@ forward and backward, gradients allocated before it) in one run:
   plain     plain autograd
   hf-gc     gradient_checkpointing_enable, non-reentrant (torch_peers.hf_checkpointing)
   ckpt-seq  checkpoint_sequential over the layer stack, best segment count
-            (torch_peers._stack_module; "n/a" where the model's layer loop
-            needs per-layer attributes a stack does not have)
+            (torch_peers._stack_module; "fails" where the model's own code
+            around its layer loop does not take the stack)
   sac       selective checkpointing around every layer, matmul outputs saved
             (torch_peers.sac_context, through hf_checkpointing)
   remat     remat.torch.checkpoint: its smallest accepted limit (the
