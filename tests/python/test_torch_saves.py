@@ -263,7 +263,9 @@ def test_aux_loss_one_stage_per_block():
 
 
 @pytest.mark.xfail(strict=True, reason="with the small image embedding held, the step "
-                   "measured 2.6% over the smallest limit; off by default (cut.SMALL_HELD)")
+                   "measured 2.6% (7 KB) over the smallest limit: CLIP as one chain "
+                   "measures about 7 KB over the prediction in its vision tower's "
+                   "recomputations with or without held values (cause open)")
 def test_small_embedding_held(monkeypatch):
     """CLIP as one chain (its towers not joined: remat.torch._join is kept
     out of _prepare.SHAPES; with it, each tower is a chain of its own and
@@ -307,8 +309,7 @@ def _above(name, gap):
         "peak here (issue 24, open)" % gap)))
 
 
-@pytest.mark.parametrize("name", ["neox", "clip", _above("mixtral", "3.4%"),
-                                  _above("qwen2moe", "4.3%"), _above("mamba", "6%")])
+@pytest.mark.parametrize("name", ["neox", "clip", "mixtral", "qwen2moe", _above("mamba", "6%")])
 def test_not_above_hf_checkpointing(name):
     """remat's smallest accepted limit is at or below the measured peak of
     Hugging Face's per-layer checkpointing (non-reentrant), and met. (CLIP:

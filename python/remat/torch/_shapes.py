@@ -31,9 +31,11 @@ every shape in the bucket (an upper bound: the smaller shape needs less).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -233,6 +235,22 @@ def bucket_input(args: Args, kwargs: Kwargs, ref: Sequence[Optional[Tuple[int, .
     return tuple(a), dict(k), tuple(tops)
 
 
+@contextlib.contextmanager
+def _fake_errors_unlogged() -> Iterator[None]:
+    """FakeTensor logs every operator whose meta kernel rejects its inputs,
+    at ERROR with a whole traceback, before it raises (aten._grouped_mm
+    takes only bfloat16 there: every float32 Hugging Face mixture of
+    experts). The size pass catches that and each new shape is profiled
+    instead (sizes_failed, in remat_report): the log is noise to the user."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def smaller_input(sizes: SizeModel, program: Any, args: Args, kwargs: Kwargs, b: Binding
                   ) -> Optional[Tuple[Args, Kwargs, Binding]]:
     """(args, kwargs) with each dynamic dimension of binding b halved (at
@@ -401,8 +419,9 @@ class ShapeSet:
     def _model(self, model: nn.Module) -> Optional[SizeModel]:
         if self.sizes is None and not self.sizes_failed:
             try:
-                self.sizes = SizeModel(self.program, model)
-                b = self.sizes.bind(self.program, self.ref_flat)
+                with _fake_errors_unlogged():
+                    self.sizes = SizeModel(self.program, model)
+                    b = self.sizes.bind(self.program, self.ref_flat)
                 if b is None:
                     raise ValueError("the first input does not bind")
                 self.points.append(self._point(self.first, b))

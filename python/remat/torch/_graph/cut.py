@@ -23,8 +23,9 @@ node mutates, and its time. The cut rules use those facts:
   so no storage is counted twice; with a single activation it is the
   articulation point of the graph. A small activation read far from where
   it is made (the image embedding of a two-tower model, read after the
-  whole text tower) would cross many boundaries: it can be held instead
-  when that lets a boundary fall (`held_activations`, off: SMALL_HELD);
+  whole text tower, a mixture of experts' router logits read by the loss
+  after the last layer) would cross many boundaries: it is held instead
+  when that lets a boundary fall (`held_activations`, SMALL_HELD);
 - boundaries are taken greedily, earliest first (the most stages), then
   merged pairwise, smallest merged forward time first, down to `max_stages`.
 """
@@ -235,11 +236,14 @@ def choose_cuts(calls: Sequence[fx.Node], facts: Dict[fx.Node, NodeFacts],
     return Cut(starts, bounds, reasons)
 
 
-# Small activations tried as held values, at most. 0: off. On a 2-layer CLIP
-# the held image embedding let the smallest limit halve, but the step then
-# measured 2.6% over it (the held value's accounting is not right yet), so
-# this stays off until it is.
-SMALL_HELD = 0
+# Small activations tried as held values, at most (0: off). A mixture of
+# experts' router logits, one per layer, read by the load-balancing loss
+# after the last layer: without holding them no cut falls after the first
+# layer (OLMoE, 4 layers: smallest limit 7.31 MiB against Hugging Face
+# checkpointing's 3.31; held: 2.64). A 2-layer CLIP as one chain measures
+# about 7 KB over the prediction in its vision tower's recomputations with
+# or without held values (test_torch_saves.py::test_small_embedding_held).
+SMALL_HELD = 32
 SMALL_SPAN = 16   # read at least this many operators after where they are made
 
 
