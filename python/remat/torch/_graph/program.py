@@ -16,7 +16,7 @@ from .._executor import Step, boundary
 from .._offload import HostLink
 from .._program import Args, CaptureError, Kwargs, Profile
 from .._progress import Progress
-from .._tensors import (AutocastState, StorageKey, cuda_devices, detached_like, device_of,
+from .._tensors import (AutocastState, FreeKey, StorageKey, cuda_devices, detached_like, device_of,
                         free_key, saving, storage_key, tensors_in)
 from . import cut as C
 from .export import custom_functions, dynamic_shapes, export_model, first_difference
@@ -452,6 +452,11 @@ class GraphProgram:
                     feeds[ph].copy_(env[src])
 
 
+def feed_free_keys(feeds: Dict[fx.Node, Any]) -> Set[FreeKey]:
+    """The free keys of the placeholders' tensors."""
+    return {free_key(v) for v in feeds.values() if isinstance(v, torch.Tensor)}
+
+
 class GraphReplay:
     """One training step of a GraphProgram: what its recomputations read
     (the placeholders' values, snapshots of those the graph mutates, the held
@@ -463,20 +468,21 @@ class GraphReplay:
         self.vals: Dict[fx.Node, Any] = dict(feeds)  # held values join as the forward makes them
         self.snaps: Dict[fx.Node, torch.Tensor] = {}
 
-    def start(self, step: Step) -> None:
+    def start(self, step: Step, feed_keys: Optional[Set[FreeKey]] = None) -> None:
         """Snapshots of the mutated placeholders; every placeholder and
-        snapshot free for the hooks; user inputs watched; a[0] given."""
+        snapshot free for the hooks; user inputs watched; a[0] given.
+        feed_keys: the placeholders' free keys, when the caller has them
+        (a join's towers share one step's feeds)."""
         prog, feeds = self.prog, self.feeds
         for st in prog.stages:
             for ph in st.mutated:
                 if ph not in self.snaps:
                     self.snaps[ph] = feeds[ph].detach().clone()
                     step.free_storages.add(free_key(self.snaps[ph]))
+        step.free_storages |= feed_keys if feed_keys is not None else feed_free_keys(feeds)
         for ph, v in feeds.items():
-            if isinstance(v, torch.Tensor):
-                step.free_storages.add(free_key(v))
-                if prog.ph_spec[ph][0] == "USER_INPUT":
-                    step.watch(v, "input %r" % ph.name)
+            if isinstance(v, torch.Tensor) and prog.ph_spec[ph][0] == "USER_INPUT":
+                step.watch(v, "input %r" % ph.name)
         step.set_input([feeds[ph] for ph in prog.input_acts])
 
     def recompute(self, step: Step, j: int, a_prev: List[torch.Tensor], keep: bool

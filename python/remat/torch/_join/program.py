@@ -30,7 +30,7 @@ from .._offload import HostLink
 from .._program import Args, Kwargs
 from .._tensors import FreeKey, cuda_devices, storage_key
 from .._graph import cut as C
-from .._graph.program import GraphProgram, GraphReplay
+from .._graph.program import GraphProgram, GraphReplay, feed_free_keys
 from .._graph.stages import call_stage
 from .._graph.towers import Towers, find_towers
 
@@ -57,6 +57,8 @@ class JoinGraphProgram(GraphProgram):
     branches: List[List[int]]
     views: List[GraphProgram]
     size_nodes: List[fx.Node] = []  # the towers' size nodes, computed with the feeds
+    # the last join plan run, with its towers' plans and main order (made once per plan)
+    _plans: Optional[Tuple[Any, List["remat.Plan"], List[Tuple[int, int]]]] = None
 
     @classmethod
     def from_graph(cls, graph: GraphProgram, model: torch.nn.Module, args: Args,
@@ -182,6 +184,8 @@ class JoinGraphProgram(GraphProgram):
         the model's outputs."""
         feeds = self.feeds(model, pytree.tree_leaves((args, kwargs)))
         devices = cuda_devices(feeds.values())
+        plans, order = self._tower_plans(plan)
+        keys = feed_free_keys(feeds)
         env: Dict[fx.Node, Any] = dict(feeds)
         steps: List[Step] = []
         replays: List[GraphReplay] = []
@@ -191,16 +195,15 @@ class JoinGraphProgram(GraphProgram):
             # frees its held values, and their addresses come back for
             # tensors another tower's recomputation must save.
             free: Set[FreeKey] = set()
-            step = Step(replay, len(view.stages), branch_plan(plan, b + 1, len(view.stages)),
-                        free, devices)
-            replay.start(step)
+            step = Step(replay, len(view.stages), plans[b], free, devices)
+            replay.start(step, keys)
             if view.input_acts:
                 vals = boundary(step, 0, [env[p] for p in view.input_acts])
                 for ph, v in zip(view.input_acts, vals):
                     env[ph] = v
             steps.append(step)
             replays.append(replay)
-        for b, i in main_order(plan, [len(v.stages) for v in self.views]):
+        for b, i in order:
             bnd = self._run_main(steps[b], replays[b], i, self.branches[b][i - 1], env, feeds)
             steps[b].after_main(i, bnd)
             del bnd
@@ -209,6 +212,15 @@ class JoinGraphProgram(GraphProgram):
             step.finish_forward()
         outs = [env[o] if isinstance(o, fx.Node) else o for o in self.outputs]
         return pytree.tree_unflatten(outs, self.out_spec)
+
+    def _tower_plans(self, plan: Any) -> Tuple[List["remat.Plan"], List[Tuple[int, int]]]:
+        """Each tower's plan and the main runs' order for the join plan (the
+        Steps only read them: made once per plan, not per step)."""
+        if self._plans is None or self._plans[0] is not plan:
+            sizes = [len(v.stages) for v in self.views]
+            self._plans = (plan, [branch_plan(plan, b + 1, n) for b, n in enumerate(sizes)],
+                           main_order(plan, sizes))
+        return self._plans[1], self._plans[2]
 
     def _run_head(self, env: Dict[fx.Node, Any], feeds: Dict[fx.Node, Any]) -> None:
         """The head, with plain autograd (the turn keeps what it saves)."""
