@@ -612,7 +612,9 @@ def reprofile(w, task):
 
 # ---- one model ------------------------------------------------------------------------
 
-def run_model(name, args, device, log):
+def run_model(name, args, device, log, save=None):
+    """The model's points, measured; save(rows), when given, gets the rows after each round
+    (a run stopped by a timeout keeps its finished rounds)."""
     sizes = SIZES[args.size][name]
     task = Task(name, sizes, device, args.seed)
     which = set(args.methods)
@@ -676,6 +678,8 @@ def run_model(name, args, device, log):
             pt.loads.append(load)
         log("  round %d/%d: %.0f s, load %.2f" % (r + 1, args.rounds, time.perf_counter() - t,
                                                   load))
+        if save is not None:
+            save([row_of(task, args.size, device, pt) for pt in points])
     for ps in passes:
         ps.predict()
     cache.cleanup()
@@ -1002,12 +1006,14 @@ def main(argv=None):
     log("torch_peers: torch %s, %d threads, device %s, malloc %s, load %s" % (
         torch.__version__, torch.get_num_threads(), device, args.malloc, loadavg()))
     for name in args.models:
-        rows = run_model(name, args, device, log)
         path = os.path.join(args.out, "torch_peers_%s.csv" % name)
-        with open(path, "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-            wr.writeheader()
-            wr.writerows(rows)
+
+        def save(rows, path=path):
+            with open(path, "w", newline="") as f:
+                wr = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+                wr.writeheader()
+                wr.writerows(rows)
+        save(run_model(name, args, device, log, save))
         log("wrote %s" % path)
         report(name, read_csv(path), args.out, log)
     return 0
