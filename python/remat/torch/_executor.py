@@ -52,6 +52,11 @@ Ref = Tuple[str, int]
 FORWARD_OPS = ("Fn", "Fck", "Fall")
 
 
+# Recomputations whose outputs nobody reads stop at their last saved tensor
+# (StopRecompute); off only to measure what that saves.
+STOP_EARLY = True
+
+
 class RematRuntimeError(RuntimeError):
     """A call pattern remat cannot run exactly (it never returns wrong values)."""
 
@@ -165,6 +170,11 @@ class Step:
         # What a recomputation's pack hook keeps (a partial save's keeps), for
         # the programs' replays (StageReplay.recompute); None: everything.
         self.keeps: Optional[Callable[[torch.Tensor], bool]] = None
+        # Set while a recomputation's outputs go unread: stop after this many
+        # saved tensors (StopRecompute).
+        self.stop_after: Optional[int] = None
+        # The backward's Fall ops whose a[j] nothing reads (B j needs only abar[j]).
+        self.unread = unread_outputs(plan)
         # Set by leave_plan: the last stage the plan ran (the rest ran plain).
         self.left_after: Optional[int] = None
         # The offload ops' copies, when the plan has some and a host link is given.
@@ -326,7 +336,7 @@ class Step:
             else:
                 keep = ("abar", j) in st.creates
                 part = PartialSave.of_option(st.option) if keep else None
-                a, saved = self._recompute(j, keep, part=part)
+                a, saved = self._recompute(j, keep, part=part, unread=st.pos in self.unread)
                 if j == self.L and self.bwd_done[self.n]:
                     # The model's outputs, made again: only the output
                     # stage's forward reads them, and it is over (the chain
@@ -379,22 +389,27 @@ class Step:
             self.a0 = []  # the store held the other reference
 
     def _recompute(self, j: int, keep: bool, a_prev: Optional[List[torch.Tensor]] = None,
-                   part: Optional[PartialSave] = None, replay: Optional[PartialSave] = None
-                   ) -> Tuple[List[torch.Tensor], Optional[List[Any]]]:
+                   part: Optional[PartialSave] = None, replay: Optional[PartialSave] = None,
+                   unread: bool = False) -> Tuple[List[torch.Tensor], Optional[List[Any]]]:
         """Stage j run again: keeping what `part` keeps (a partial Fall), or
         with the outputs `replay` kept replayed (its B making again what it
-        did not keep)."""
+        did not keep). unread: nobody reads a[j], so the run stops at the
+        last tensor the stage saves (a[j] is then empty)."""
         self._check_versions()
         a_prev = self._a(j - 1) if a_prev is None else a_prev
         ctx = self.rng[j].replay() if j in self.rng else contextlib.nullcontext()
         ops = part.recording() if part is not None else \
             replay.replaying() if replay is not None else contextlib.nullcontext()
         self.keeps = part.keeps if part is not None else None
+        n_saved = len(self.meta.get(j, ()))
+        if unread and keep and n_saved and j < self.L and STOP_EARLY:
+            self.stop_after = n_saved
         try:
             with ctx, self.autocast.replay(), ops:
                 a, saved = self.replay.recompute(self, j, a_prev, keep)
         finally:
             self.keeps = None
+            self.stop_after = None
         if part is not None:
             part.close()
         if keep:
@@ -497,7 +512,7 @@ class Step:
     def _fill(self, j: int, ab: _Abar) -> None:
         """B j of a partial save: stage j again from a[j-1], its kept op
         outputs replayed; what it saved fills the slots the save left."""
-        _, full = self._recompute(j, True, self._a(j - 1), replay=ab.part)
+        _, full = self._recompute(j, True, self._a(j - 1), replay=ab.part, unread=True)
         fill(ab.saved, full or [])
         if ab.part is not None:
             ab.part.drop()
@@ -592,6 +607,32 @@ class Step:
         self.versions = []
         self.rng = {}
         self.replay = None  # type: ignore[assignment]
+
+
+def unread_outputs(plan: "remat.Plan") -> Set[int]:
+    """The positions of the backward's Fall j whose a[j] no later op reads
+    before B j frees abar[j] (the op right before B j, or a partial save's):
+    their recomputation may stop early. Cached on the plan."""
+    got: Optional[Set[int]] = getattr(plan, "_unread", None)
+    if got is not None:
+        return got
+    read_later: Set[int] = set()  # values read after the position, before their next write
+    got = set()
+    for st in reversed(plan.steps):
+        for kind, i in st.creates:
+            if kind in ("a", "abar"):
+                if st.kind == "Fall" and kind == "abar" and st.pos >= plan.first_backward \
+                        and i not in read_later:
+                    got.add(st.pos)
+                read_later.discard(i)
+        for kind, i in st.frees:
+            if kind in ("a", "abar"):
+                read_later.discard(i)
+        for kind, i in st.reads:
+            if kind in ("a", "abar") and not (st.kind == "B" and st.index == i):
+                read_later.add(i)
+    plan._unread = got  # type: ignore[attr-defined]
+    return got
 
 
 def _unpack(h: Any) -> torch.Tensor:

@@ -44,11 +44,12 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
+from . import _executor
 from ._executor import boundary
 from ._memory import PeakMeter
 from ._saves import SAVES, PartialSave, both, enabled, fill
-from ._tensors import (MISSING, FreeKey, RngState, cuda_devices, dense_bytes, free_key, keys_of,
-                       saving, sync, unique_bytes)
+from ._tensors import (MISSING, FreeKey, RngState, StopRecompute, cuda_devices, dense_bytes,
+                       free_key, keys_of, saving, sync, unique_bytes)
 
 # Counted as held: room for the step's small tensors no stage measures (the
 # loss scalar and its seed, index and statistics tensors, the executor's
@@ -218,31 +219,40 @@ class PartialRun:
     def _fill(self) -> None:
         save, self.save = self.save, None
         assert save is not None
-        self.run.partial = _Redo(save)
+        redo = _Redo(save, len(self.slots))
+        self.run.partial = redo
         try:
             with self.rng.replay():
-                res = self.run.redo()
+                self.run.redo()
+        except StopRecompute:  # as the executor's B i: the stage's last ops do not run
+            pass
         finally:
             self.run.partial = None
-        fill(self.slots, list(res.saved))
-        res.saved.clear()  # (the pack hook, which the probe's graph keeps, holds this list)
-        del res, save
+        fill(self.slots, list(redo.saved))
+        redo.saved.clear()  # (the pack hook, which the probe's graph keeps, holds this list)
+        del redo, save
 
 
 class _Redo:
     """The hooks of a PartialRun's recomputation: every saved tensor is
     collected, none is left to the recomputation's own graph (which the
     probe may keep through its outputs, unlike the executor, which drops
-    it), and the kept op outputs are replayed."""
+    it), and the kept op outputs are replayed. The run stops at the
+    stop-th saved tensor (StopRecompute), as the executor's does."""
 
-    def __init__(self, save: PartialSave) -> None:
-        self.save = save
+    def __init__(self, save: PartialSave, stop: int) -> None:
+        self.save, self.stop = save, stop
+        self.saved: List[torch.Tensor] = []
 
     def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor]) -> Any:
+        self.saved = saved
+
         def pack(t: torch.Tensor) -> Any:
             if free_key(t) in free or t.untyped_storage().data_ptr() == 0:
                 return t
             saved.append(t.detach())
+            if _executor.STOP_EARLY and len(saved) >= self.stop:
+                raise StopRecompute()
             return None
         return both(torch.autograd.graph.saved_tensors_hooks(pack, _unpacked),
                     self.save.replaying())

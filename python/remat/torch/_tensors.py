@@ -96,20 +96,30 @@ class Missing:
 MISSING = Missing()
 
 
+class StopRecompute(Exception):
+    """Raised by a recomputation's pack hook once it has the last tensor the
+    stage saves, when nobody reads the stage's outputs (B i alone needs the
+    saved tensors): the ops after it do not run. Autograd records an op's
+    saved inputs before its kernel runs, so a stage ending in a matmul skips
+    that matmul (torch.utils.checkpoint's early stop does the same)."""
+
+
 def _unpacked(t: Any) -> Any:
     return t
 
 
 def saving(free: AbstractSet[FreeKey], saved: Optional[List[Any]] = None,
            keep: bool = True, seen: Optional[Callable[[torch.Tensor], None]] = None,
-           keeps: Optional[Callable[[torch.Tensor], bool]] = None) -> Any:
+           keeps: Optional[Callable[[torch.Tensor], bool]] = None,
+           stop: Optional[int] = None) -> Any:
     """Saved-tensor hooks for a run whose saved tensors are collected: a
     tensor on a storage in `free` (held anyway) or empty is saved as itself;
     any other is detached (the tensor itself would make a cycle through its
     grad_fn) and appended to `saved`, or, keep=False, replaced by None (as
     the model's forward keeps only a handle for a stage it does not save);
     with `keeps` (a partial save), one it does not keep is MISSING in
-    `saved`. `seen` is called first with every tensor autograd saves."""
+    `saved`. `seen` is called first with every tensor autograd saves.
+    With `stop`, StopRecompute is raised once `saved` has that many."""
     def pack(t: torch.Tensor) -> Any:
         if seen is not None:
             seen(t)
@@ -121,10 +131,14 @@ def saving(free: AbstractSet[FreeKey], saved: Optional[List[Any]] = None,
         if keeps is not None and not keeps(t):
             if saved is not None:
                 saved.append(MISSING)
+                if stop is not None and len(saved) >= stop:
+                    raise StopRecompute()
             return None
         d = t.detach()
         if saved is not None:
             saved.append(d)
+            if stop is not None and len(saved) >= stop:
+                raise StopRecompute()
         return d
     return torch.autograd.graph.saved_tensors_hooks(pack, _unpacked)
 

@@ -16,8 +16,8 @@ from .._executor import Step, boundary
 from .._offload import HostLink
 from .._program import Args, CaptureError, Kwargs, Profile
 from .._progress import Progress
-from .._tensors import (AutocastState, FreeKey, StorageKey, cuda_devices, detached_like, device_of,
-                        free_key, saving, storage_key, tensors_in)
+from .._tensors import (AutocastState, FreeKey, StopRecompute, StorageKey, cuda_devices,
+                        detached_like, device_of, free_key, saving, storage_key, tensors_in)
 from . import cut as C
 from .export import custom_functions, dynamic_shapes, export_model, first_difference
 from .guards import Guard, recording
@@ -511,9 +511,12 @@ class GraphReplay:
             saved: List[torch.Tensor] = []
             free = KeepAlive(step.free_storages)  # plus the held values made again here
             try:
-                with torch.enable_grad(), saving(free, saved, keeps=step.keeps), \
+                with torch.enable_grad(), \
+                        saving(free, saved, keeps=step.keeps, stop=step.stop_after), \
                         HeldRegistry(free):
                     outs = call_stage(st.gm_re, args)
+            except StopRecompute:  # the caller reads only the saved tensors
+                return [], saved
             finally:
                 # The remade held values have this recomputation's graph, whose
                 # nodes hold the hooks, hence `free`: a cycle through autograd's

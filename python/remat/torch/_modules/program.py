@@ -42,8 +42,8 @@ from .._executor import Step, boundary
 from .._offload import HostLink
 from .._program import Args, Kwargs, Profile
 from .._progress import Progress
-from .._tensors import (AutocastState, FreeKey, cuda_devices, free_key, leave_no_trace,
-                        saving)
+from .._tensors import (AutocastState, FreeKey, StopRecompute, cuda_devices, free_key,
+                        leave_no_trace, saving)
 from .discover import (Block, distinct_modules, find_blocks, get_slots, set_slots,
                        tensor_slots)
 from .measure import profile_blocks
@@ -297,10 +297,13 @@ class ModuleReplay:
             # With grad, as the main run: under no_grad some kernels differ in
             # the last bits (T5's self-attention on CPU). keep=False saves nothing.
             with _buffers_as(blk.module, snaps), torch.enable_grad(), \
-                    saving(free, saved, keep=keep, keeps=step.keeps):
+                    saving(free, saved, keep=keep, keeps=step.keeps,
+                           stop=step.stop_after if keep else None):
                 # not leaves, as in the main run (an in-place ReLU block)
                 args, kwargs = set_slots(dargs, dkwargs, blk.in_slots, boundary(None, j - 1, ins))
                 out = blk.module(*args, **kwargs)
+        except StopRecompute:  # the caller reads only the saved tensors
+            return [], saved
         finally:
             self.replaying = False
         leaves = pytree.tree_leaves(out)
