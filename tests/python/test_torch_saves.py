@@ -182,12 +182,15 @@ def test_every_option_bitwise(name):
     # explained; safe, not tight). A partial save's B is floored at the full
     # save's (_measure): GPT-2's then predicts up to 3% above what it measures.
     over, below = (0.01, 0.15) if name == "mixtral" else (0.005, 0.05)
+    # Recomputing every stage right before its B stops each run early: its
+    # a[i] and its last matmul's output, which the plan counts, are never
+    # made (5% under on GPT-2, 16% on Mixtral's small stages): only safe.
     for k in range(len(SAVES) + 1):
-        for ops in (_store_all(chain, k), _recompute_all(chain, k)):
+        for ops, early in ((_store_all(chain, k), 0.0), (_recompute_all(chain, k), 0.25)):
             _use(w, ops)
             _same_step(ref, w, args, kwargs)
             _met(w, args, kwargs, w.last_entry.predicted_peak * (1 + over),
-                 below if k else 0.02, over)
+                 max(early, below if k else 0.02), over)
 
 
 def test_matmuls_replayed_not_recomputed():
@@ -336,3 +339,50 @@ def test_module_path_options():
     for k in (1, 2):
         _use(w, _recompute_all(chain, k))
         same_step(ref, w, args, kwargs)
+
+
+# -- early stop --------------------------------------------------------------------------
+
+def _backward_matmuls(w, args, kwargs):
+    """The mm/addmm calls of one backward of w (its recomputations included)."""
+    calls = []
+
+    class Count(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            calls.append(func)
+            return func(*args, **(kwargs or {}))
+    zero_grads(w)
+    torch.manual_seed(7)
+    out = w(*args, **kwargs)
+    with Count():
+        out.loss.backward()
+    mm = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+    return sum(1 for f in calls if f in mm)
+
+
+@pytest.mark.parametrize("capture", ["auto", "modules"])
+def test_recomputation_stops_early(monkeypatch, capture):
+    """A recomputation whose outputs nobody reads (Fall i right before B i,
+    and B i of an "input" save) stops at the stage's last saved tensor:
+    GPT-2's stages end in a matmul whose input autograd saves before the
+    kernel runs, so that matmul is skipped, as torch.utils.checkpoint's
+    early stop skips it. Gradients and buffers stay bitwise plain
+    autograd's, the peak within the prediction."""
+    import remat.torch._executor as EX
+    torch.manual_seed(0)
+    m, args, kwargs = M.gpt2(dropout=0.0)  # (a dropout mask is saved after its matmul)
+    ref, mine = copies(m)
+    w = wrap(mine, args, kwargs, capture=capture)
+    chain = w.last_entry.chain
+    for k in (0, len(SAVES)):  # full saves, "input" saves
+        _use(w, _recompute_all(chain, k))
+        assert EX.unread_outputs(w.last_entry.plan)
+        counts = {}
+        for stop in (False, True):
+            monkeypatch.setattr(EX, "STOP_EARLY", stop)
+            _same_step(ref, w, args, kwargs)
+            counts[stop] = _backward_matmuls(w, args, kwargs)
+        assert counts[True] < counts[False], counts
+        # (the plan counts a[i] in a recomputed abar[i]; a stopped run never
+        # makes it: measured up to ~3% under the prediction here)
+        _met(w, args, kwargs, w.last_entry.predicted_peak, below=0.05)
