@@ -55,6 +55,12 @@ FORWARD_OPS = ("Fn", "Fck", "Fall")
 # Recomputations whose outputs nobody reads stop at their last saved tensor
 # (StopRecompute); off only to measure what that saves.
 STOP_EARLY = True
+# Also the backward's Fall j right before B j. Off: the chain counts that
+# Fall's a[j] and its trailing ops, which a stopped run never makes, so
+# schedules that recompute much measured 5-7 % under their prediction (ViT,
+# DenseNet at their smallest limits); B j of a partial save, which the
+# profile measures stopped, stops.
+STOP_BEFORE_B = False
 
 
 class RematRuntimeError(RuntimeError):
@@ -173,7 +179,8 @@ class Step:
         # Set while a recomputation's outputs go unread: stop after this many
         # saved tensors (StopRecompute).
         self.stop_after: Optional[int] = None
-        # The backward's Fall ops whose a[j] nothing reads (B j needs only abar[j]).
+        # The backward's Fall ops whose a[j] nothing reads (B j needs only
+        # abar[j]): they stop early with STOP_BEFORE_B.
         self.unread = unread_outputs(plan)
         # Set by leave_plan: the last stage the plan ran (the rest ran plain).
         self.left_after: Optional[int] = None
@@ -336,7 +343,8 @@ class Step:
             else:
                 keep = ("abar", j) in st.creates
                 part = PartialSave.of_option(st.option) if keep else None
-                a, saved = self._recompute(j, keep, part=part, unread=st.pos in self.unread)
+                a, saved = self._recompute(j, keep, part=part,
+                                           unread=STOP_BEFORE_B and st.pos in self.unread)
                 if j == self.L and self.bwd_done[self.n]:
                     # The model's outputs, made again: only the output
                     # stage's forward reads them, and it is over (the chain
