@@ -197,30 +197,31 @@ def test_matmuls_replayed_not_recomputed():
     ref, w, args, kwargs = _model("gpt2")
     chain = w.last_entry.chain
     _use(w, _store_all(chain, 1))
+    # the backward's own matmuls (gradients) run; none for the recomputation:
+    # as many as plain autograd's backward has
+    n_mm, loss = _backward_matmuls(w, args, kwargs)
+    n_ref, loss_ref = _backward_matmuls(ref, args, kwargs)
+    assert n_mm == n_ref
+    assert torch.equal(loss, loss_ref)
+
+
+def _backward_matmuls(model, args, kwargs):
+    """(the mm, addmm and bmm calls of one backward of model, its
+    recomputations included; the loss)."""
     calls = []
 
     class Count(torch.utils._python_dispatch.TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             calls.append(func)
             return func(*args, **(kwargs or {}))
-    zero_grads(w)
-    zero_grads(ref)
+    zero_grads(model)
     torch.manual_seed(7)
-    out = w(*args, **kwargs)
+    out = model(*args, **kwargs)
     with Count():
         out.loss.backward()
     mm = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
           torch.ops.aten.bmm.default}
-    # the backward's own matmuls (gradients) run; none for the recomputation:
-    # as many as plain autograd's backward has
-    n_mm = sum(1 for f in calls if f in mm)
-    calls.clear()
-    torch.manual_seed(7)
-    out_ref = ref(*args, **kwargs)
-    with Count():
-        out_ref.loss.backward()
-    assert n_mm == sum(1 for f in calls if f in mm)
-    assert torch.equal(out.loss, out_ref.loss)
+    return sum(1 for f in calls if f in mm), out.loss.detach()
 
 
 def test_options_chosen():
@@ -340,23 +341,6 @@ def test_module_path_options():
 
 # -- early stop --------------------------------------------------------------------------
 
-def _backward_matmuls(w, args, kwargs):
-    """The mm/addmm calls of one backward of w (its recomputations included)."""
-    calls = []
-
-    class Count(torch.utils._python_dispatch.TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            calls.append(func)
-            return func(*args, **(kwargs or {}))
-    zero_grads(w)
-    torch.manual_seed(7)
-    out = w(*args, **kwargs)
-    with Count():
-        out.loss.backward()
-    mm = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
-    return sum(1 for f in calls if f in mm)
-
-
 @pytest.mark.parametrize("capture", ["auto", "modules"])
 def test_recomputation_stops_early(monkeypatch, capture):
     """A recomputation whose outputs nobody reads (B i of an "input" save;
@@ -380,7 +364,7 @@ def test_recomputation_stops_early(monkeypatch, capture):
         for stop in (False, True):
             monkeypatch.setattr(EX, "STOP_EARLY", stop)
             _same_step(ref, w, args, kwargs)
-            counts[stop] = _backward_matmuls(w, args, kwargs)
+            counts[stop] = _backward_matmuls(w, args, kwargs)[0]
         assert counts[True] < counts[False], counts
         # (Fall i before B i: the plan counts the a[i] a stopped run never
         # makes; the module path's B of an "input" save measured 2.6% under)
