@@ -38,7 +38,8 @@ step's memory is then no longer the plan's.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import (AbstractSet, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
+                    Tuple)
 
 import torch
 
@@ -89,7 +90,10 @@ class _Boundary(torch.autograd.Function):
 
 
 def boundary(step: Optional["Step"], j: int, xs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """xs passed through stage j's boundary node (those that require grad)."""
+    """xs passed through stage j's boundary node (those that require grad);
+    as they are where the step's backward has nothing to do (Step.native)."""
+    if step is not None and step.all_native:
+        return list(xs)
     idx = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.requires_grad]
     if not idx or not torch.is_grad_enabled():
         return list(xs)
@@ -182,6 +186,12 @@ class Step:
         if link is not None and any(st.kind in OFFLOAD_OPS for st in plan.steps):
             self.copies = StepCopies(link, plan, lambda: self.store, free_storages)
             self.copies.on_release = self._released
+        # The stages whose saved tensors autograd keeps itself, without hooks:
+        # their main run keeps all it saves and the plan runs them once (B j
+        # reads what autograd holds; off the plan autograd still has them).
+        # All of them (memory=1.0): the backward is plain autograd's.
+        self.native = native_stages(plan) if self.copies is None else frozenset()
+        self.all_native = all(j in self.native for j in range(1, self.L + 1))
 
     # -- forward ------------------------------------------------------------
     def set_input(self, a0: List[torch.Tensor]) -> None:
@@ -226,6 +236,9 @@ class Step:
         """The saved-tensor hooks of stage j's main run (and, for a partial
         save, the recording of what it keeps)."""
         st = self.forward_ops()[self._fpos]
+        if j in self.native:
+            self._kept_main, self._part_main = [], None
+            return contextlib.nullcontext()
         keep = ("abar", j) in st.creates
         part = PartialSave.of_option(st.option) if keep else None
         self._part_main = part
@@ -632,6 +645,24 @@ def unread_outputs(plan: "remat.Plan") -> Set[int]:
             if kind in ("a", "abar") and not (st.kind == "B" and st.index == i):
                 read_later.add(i)
     plan._unread = got  # type: ignore[attr-defined]
+    return got
+
+
+def native_stages(plan: "remat.Plan") -> AbstractSet[int]:
+    """The stages whose one forward op in the plan is their main run's full
+    save (Fall j, no partial save): nothing on the plan runs them again.
+    Cached on the plan."""
+    got: Optional[AbstractSet[int]] = getattr(plan, "_native", None)
+    if got is not None:
+        return got
+    runs: Dict[int, int] = {}
+    for st in plan.steps:
+        if st.kind in FORWARD_OPS:
+            runs[st.index] = runs.get(st.index, 0) + 1
+    got = frozenset(st.index for st in plan.steps[:plan.first_backward]
+                    if st.kind == "Fall" and ("abar", st.index) in st.creates
+                    and PartialSave.of_option(st.option) is None and runs[st.index] == 1)
+    plan._native = got  # type: ignore[attr-defined]
     return got
 
 

@@ -485,8 +485,9 @@ class GraphReplay:
         feed_keys: the placeholders' free keys, when the caller has them
         (a join's towers share one step's feeds)."""
         prog, feeds = self.prog, self.feeds
-        self.snaps = Snapshots([(ph, feeds[ph]) for ph in prog.snapshot_placeholders()])
-        step.free_storages |= self.snaps.keys()
+        if not step.all_native:  # (else nothing runs a stage again)
+            self.snaps = Snapshots([(ph, feeds[ph]) for ph in prog.snapshot_placeholders()])
+            step.free_storages |= self.snaps.keys()
         step.free_storages |= feed_keys if feed_keys is not None else feed_free_keys(feeds)
         for ph, v in feeds.items():
             if isinstance(v, torch.Tensor) and prog.ph_spec[ph][0] == "USER_INPUT":
