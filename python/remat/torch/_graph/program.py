@@ -485,10 +485,10 @@ class GraphReplay:
         feed_keys: the placeholders' free keys, when the caller has them
         (a join's towers share one step's feeds)."""
         prog, feeds = self.prog, self.feeds
-        if not step.all_native:  # (else nothing runs a stage again)
+        if not step.all_native:  # (else no hook and nothing runs a stage again)
             self.snaps = Snapshots([(ph, feeds[ph]) for ph in prog.snapshot_placeholders()])
             step.free_storages |= self.snaps.keys()
-        step.free_storages |= feed_keys if feed_keys is not None else feed_free_keys(feeds)
+            step.free_storages |= feed_keys if feed_keys is not None else feed_free_keys(feeds)
         for ph, v in feeds.items():
             if isinstance(v, torch.Tensor) and prog.ph_spec[ph][0] == "USER_INPUT":
                 step.watch(v, "input %r" % ph.name)
@@ -581,15 +581,14 @@ class Snapshots:
         if got is not None:
             return got
         flat, group = self.groups[self.group_of[name]]
-        if sum(t.numel() for _, t in group) != flat.numel():
-            raise RematRuntimeError("remat: a mutated buffer was resized during the step")
-        offset = 0
-        for other, t in group:
-            if other is name:
-                got = self.views[name] = flat.as_strided(t.shape, t.stride(), offset)
-                return got
+        offset, views = 0, {}
+        for other, t in group:  # the group's views at once: a stage reads several
+            views[other] = flat.as_strided(t.shape, t.stride(), offset)
             offset += t.numel()
-        raise KeyError(name)
+        if offset != flat.numel():
+            raise RematRuntimeError("remat: a mutated buffer was resized during the step")
+        self.views.update(views)
+        return views[name]
 
 
 class _FeedWalk:
