@@ -12,6 +12,10 @@ percentiles), and the load average.
 
     .venv/bin/python bench/torch_overhead.py                 # ResNet and GPT-2, 60 rounds
     .venv/bin/python bench/torch_overhead.py --models resnet --rounds 100
+    .venv/bin/python bench/torch_overhead.py --memory 0.5   # a recomputing limit
+
+With --memory below 1.0 the difference also holds the recomputations' own
+compute, not only the executor's work.
 """
 from __future__ import annotations
 
@@ -35,18 +39,21 @@ import models as M  # noqa: E402
 import remat.torch as rt  # noqa: E402
 
 
+MEMORY = 1.0  # --memory
+
+
 def resnet() -> Tuple[torch.nn.Module, Callable[[Any], Any], Callable[[Any], Any]]:
     m = M.ResNet(layers=(3, 4, 6, 3), base=8, classes=10).train()
     x = torch.randn(2, 3, 32, 32)
     y = torch.randint(0, 10, (2,))
-    w = rt.checkpoint(copy.deepcopy(m), (x,), {"loss_args": (y,)}, memory=1.0,
+    w = rt.checkpoint(copy.deepcopy(m), (x,), {"loss_args": (y,)}, memory=MEMORY,
                       loss=F.cross_entropy, progress=False)
     return w, lambda mod: F.cross_entropy(mod(x), y), lambda mod: mod(x, loss_args=(y,))
 
 
 def gpt2() -> Tuple[torch.nn.Module, Callable[[Any], Any], Callable[[Any], Any]]:
     m, args, kwargs = M.gpt2(layers=4, width=64, batch=2, seq=32, dropout=0.0)
-    w = rt.checkpoint(copy.deepcopy(m), args, kwargs, memory=1.0, progress=False)
+    w = rt.checkpoint(copy.deepcopy(m), args, kwargs, memory=MEMORY, progress=False)
     return w, lambda mod: mod(*args, **kwargs).loss, lambda mod: mod(*args, **kwargs).loss
 
 
@@ -109,11 +116,16 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5, help="untimed rounds first (default 5)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (default 1: less noise from the other core)")
+    ap.add_argument("--memory", type=float, default=1.0,
+                    help="remat's limit, a fraction of plain autograd's peak (default 1.0: "
+                         "store-all, nothing recomputed)")
     a = ap.parse_args()
+    global MEMORY
+    MEMORY = a.memory
     torch.set_num_threads(a.threads)
     warnings.filterwarnings("ignore")
-    print("torch %s, %d thread(s); load average before: %.2f %.2f %.2f" % (
-        torch.__version__, a.threads, *os.getloadavg()))
+    print("torch %s, %d thread(s), memory=%g; load average before: %.2f %.2f %.2f" % (
+        torch.__version__, a.threads, a.memory, *os.getloadavg()))
     print("CPU time per step; overhead: remat's less plain's, per round: median [25th, 75th "
           "percentile]")
     for name in a.models.split(","):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import math
+import operator
 import warnings
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type
@@ -100,18 +102,23 @@ class _StateWatch:
     these with the last ones; any difference (a .to() or .double(), a
     replaced or injected module or parameter, train()/eval(), a
     requires_grad flip) computes the key again. A model whose classes walk
-    their members their own way gets the full key every time."""
+    their members their own way gets the full key every time. The pass
+    builds each of these as one flat tuple, by iterators that run in C,
+    and compares the tuples."""
 
-    __slots__ = ("key", "root", "mods", "params", "bufs")
+    __slots__ = ("key", "root", "mods", "state", "held", "params", "param_meta", "bufs",
+                 "buf_meta")
 
     def __init__(self) -> None:
         self.key: Optional[Tuple[Any, ...]] = None
         self.root: Any = None
-        # per module (_module_state): itself (None: the root), its class,
-        # training flag, member names, member ids, members
-        self.mods: List[Tuple[Any, ...]] = []
-        self.params: List[Tuple[torch.Tensor, torch.Size, torch.dtype, torch.device, bool]] = []
-        self.bufs: List[Tuple[torch.Tensor, torch.dtype, torch.device]] = []
+        self.mods: List[nn.Module] = []  # the modules but the root, in modules() order
+        self.state: Tuple[Any, ...] = ()  # _walk_state's
+        self.held: Tuple[Any, ...] = ()  # the members, so that their ids stay theirs
+        self.params: List[torch.Tensor] = []
+        self.param_meta: Tuple[Any, ...] = ()
+        self.bufs: List[torch.Tensor] = []
+        self.buf_meta: Tuple[Any, ...] = ()
 
     def get(self, model: nn.Module) -> Tuple[Any, ...]:
         if self.key is not None and self.root() is model and self._same(model):
@@ -126,41 +133,43 @@ class _StateWatch:
         if any(getattr(type(m), f.__name__) is not f for m in mods for f in _MODULE_WALK):
             return
         # (the root is given to _same: holding it would tie it to itself)
-        self.mods = [_module_state(m, m is not model) for m in mods]
-        self.params = [(p, p.shape, p.dtype, p.device, p.requires_grad)
-                       for m in mods for p in m._parameters.values() if p is not None]
-        self.bufs = [(b, b.dtype, b.device) for m in mods for b in m._buffers.values()
-                     if b is not None]
+        self.mods = mods[1:]
+        self.state, self.held = _walk_state(mods, hold=True)
+        self.params = [p for m in mods for p in m._parameters.values() if p is not None]
+        self.param_meta = tuple(map(_PARAM_META, self.params))
+        self.bufs = [b for m in mods for b in m._buffers.values() if b is not None]
+        self.buf_meta = tuple(map(_BUF_META, self.bufs))
         self.root = weakref.ref(model)
         self.key = key
 
     def _same(self, model: nn.Module) -> bool:
-        for held, cls, training, names, ids, _ in self.mods:
-            m = model if held is None else held
-            ps, bs, ms = m._parameters, m._buffers, m._modules
-            if (type(m) is not cls or m.training is not training
-                    or (len(ps), len(bs), *ps, *bs, *ms) != names
-                    or (*map(id, ps.values()), *map(id, bs.values()), *map(id, ms.values()))
-                    != ids):
-                return False
-        for p, shape, dtype, device, rg in self.params:
-            if (p.requires_grad is not rg or p.dtype is not dtype or p.device != device
-                    or p.shape != shape):
-                return False
-        for b, dtype, device in self.bufs:
-            if b.dtype is not dtype or b.device != device:
-                return False
-        return True
+        mods = [model, *self.mods]
+        return (_walk_state(mods)[0] == self.state
+                and tuple(map(_PARAM_META, self.params)) == self.param_meta
+                and tuple(map(_BUF_META, self.bufs)) == self.buf_meta)
 
 
-def _module_state(m: nn.Module, hold: bool) -> Tuple[Any, ...]:
-    """What _StateWatch compares of module m: its names and the ids of its
-    parameters, buffers and submodules (the values held, so that the ids
-    stay theirs)."""
-    ps, bs, ms = m._parameters, m._buffers, m._modules
-    values = (*ps.values(), *bs.values(), *ms.values())
-    return (m if hold else None, type(m), m.training, (len(ps), len(bs), *ps, *bs, *ms),
-            tuple(map(id, values)), values)
+_PARAM_META = operator.attrgetter("requires_grad", "dtype", "device", "shape")
+_BUF_META = operator.attrgetter("dtype", "device")
+_MEMBERS = (operator.attrgetter("_parameters"), operator.attrgetter("_buffers"),
+            operator.attrgetter("_modules"))
+
+
+def _walk_state(mods: Sequence[nn.Module], hold: bool = False
+                ) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
+    """What _StateWatch compares of the modules: their classes, training
+    flags, the sizes and names of their _parameters, _buffers and
+    _modules and the ids of the values in them; and, hold: those values."""
+    dicts = [d for get in _MEMBERS for d in map(get, mods)]
+    values = tuple(itertools.chain.from_iterable(map(_VALUES, dicts))) if hold else ()
+    ids = tuple(map(id, values if hold else itertools.chain.from_iterable(map(_VALUES, dicts))))
+    state = (tuple(map(type, mods)), tuple(map(_TRAINING, mods)), tuple(map(len, dicts)),
+             tuple(itertools.chain.from_iterable(dicts)), ids)
+    return state, values
+
+
+_TRAINING = operator.attrgetter("training")
+_VALUES = operator.methodcaller("values")
 
 
 class RematModule(nn.Module):

@@ -10,6 +10,9 @@ saved-tensor hooks. Stage j's saved tensors are kept when the schedule runs
 `Fall j` in the forward; otherwise the hook keeps a handle, and when
 autograd unpacks it during the backward, the executor runs the schedule up
 to `B j` (recomputing from checkpoints) and hands back the recomputed tensor.
+A plan that runs every stage once, by a full `Fall j` (memory=1.0:
+Step.all_native), has no hooks: autograd keeps the saved tensors itself,
+as without remat.
 A partial save `Fall j/k` (_saves) keeps some of them; the first unpack of
 one it did not keep runs stage j again from a[j-1] (its kept matmul outputs
 replayed, not recomputed) and fills in the others.
@@ -38,7 +41,8 @@ step's memory is then no longer the plan's.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import (AbstractSet, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
+                    Tuple)
 
 import torch
 
@@ -46,7 +50,7 @@ import remat
 
 from ._offload import OFFLOAD_OPS, HostLink, Link, StepCopies, make_links
 from ._saves import PartialSave, both, fill
-from ._tensors import MISSING, AutocastState, FreeKey, RngState, device_type
+from ._tensors import MISSING, AutocastState, FreeKey, RngState
 
 Ref = Tuple[str, int]
 FORWARD_OPS = ("Fn", "Fck", "Fall")
@@ -95,7 +99,10 @@ class _Boundary(torch.autograd.Function):
 
 
 def boundary(step: Optional["Step"], j: int, xs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """xs passed through stage j's boundary node (those that require grad)."""
+    """xs passed through stage j's boundary node (those that require grad);
+    as they are where the step's backward has nothing to do (Step.all_native)."""
+    if step is not None and step.all_native:
+        return list(xs)
     idx = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.requires_grad]
     if not idx or not torch.is_grad_enabled():
         return list(xs)
@@ -189,6 +196,13 @@ class Step:
         if link is not None and any(st.kind in OFFLOAD_OPS for st in plan.steps):
             self.copies = StepCopies(link, plan, lambda: self.store, free_storages)
             self.copies.on_release = self._released
+        # Every stage's main run keeps all it saves and the plan runs each
+        # once (memory=1.0): autograd keeps the saved tensors itself, without
+        # hooks, and the backward is plain autograd's (off the plan too). (Not
+        # per stage: B j, which frees the store's values, would come after
+        # stage j's backward, not at its last unpack: a later peak.)
+        native = native_stages(plan) if self.copies is None else frozenset()
+        self.all_native = all(j in native for j in range(1, self.L + 1))
 
     # -- forward ------------------------------------------------------------
     def set_input(self, a0: List[torch.Tensor]) -> None:
@@ -217,9 +231,11 @@ class Step:
 
         def pack(t: torch.Tensor) -> Any:
             s = t.untyped_storage().data_ptr()
-            if s == 0 or (device_type(t), s) in free:
+            # (device_type inlined: this runs for every saved tensor)
+            if s == 0 or ("cuda" if t.is_cuda else "cpu" if t.is_cpu else t.device.type,
+                          s) in free:
                 return t
-            k = n_packed[j]
+            k = len(meta)
             n_packed[j] = k + 1
             meta.append((t.shape, t.dtype))
             if keep_all:  # (t itself would tie the store to the graph)
@@ -233,6 +249,9 @@ class Step:
         """The saved-tensor hooks of stage j's main run (and, for a partial
         save, the recording of what it keeps)."""
         st = self.forward_ops()[self._fpos]
+        if self.all_native:
+            self._kept_main, self._part_main = [], None
+            return contextlib.nullcontext()
         keep = ("abar", j) in st.creates
         part = PartialSave.of_option(st.option) if keep else None
         self._part_main = part
@@ -640,6 +659,24 @@ def unread_outputs(plan: "remat.Plan") -> Set[int]:
             if kind in ("a", "abar") and not (st.kind == "B" and st.index == i):
                 read_later.add(i)
     plan._unread = got  # type: ignore[attr-defined]
+    return got
+
+
+def native_stages(plan: "remat.Plan") -> AbstractSet[int]:
+    """The stages whose one forward op in the plan is their main run's full
+    save (Fall j, no partial save): nothing on the plan runs them again.
+    Cached on the plan."""
+    got: Optional[AbstractSet[int]] = getattr(plan, "_native", None)
+    if got is not None:
+        return got
+    runs: Dict[int, int] = {}
+    for st in plan.steps:
+        if st.kind in FORWARD_OPS:
+            runs[st.index] = runs.get(st.index, 0) + 1
+    got = frozenset(st.index for st in plan.steps[:plan.first_backward]
+                    if st.kind == "Fall" and ("abar", st.index) in st.creates
+                    and PartialSave.of_option(st.option) is None and runs[st.index] == 1)
+    plan._native = got  # type: ignore[attr-defined]
     return got
 
 

@@ -12,7 +12,7 @@ from torch import fx
 
 import remat
 
-from .._executor import Step, boundary
+from .._executor import RematRuntimeError, Step, boundary
 from .._offload import HostLink
 from .._program import Args, CaptureError, Kwargs, Profile
 from .._progress import Progress
@@ -264,6 +264,17 @@ class GraphProgram:
         outs = self._run_stages(step, replay, feeds)
         return pytree.tree_unflatten(outs, self.out_spec)
 
+    def snapshot_placeholders(self) -> List[fx.Node]:
+        """The placeholders the stages mutate, whose values at the step's
+        start recomputations read (cached for this list of stages: a join's
+        tower views have their own)."""
+        got = self.__dict__.get("_snapshot_phs")
+        if got is None or got[0] is not self.stages:
+            phs = list(dict.fromkeys(ph for st in self.stages for ph in st.mutated))
+            got = self._snapshot_phs = (self.stages, phs)
+        out: List[fx.Node] = got[1]
+        return out
+
     # -- feeding placeholders ---------------------------------------------------
     def feeds(self, model: torch.nn.Module, flat_inputs: Sequence[Any]) -> Dict[fx.Node, Any]:
         """Each placeholder's value: the model's parameter or buffer of its
@@ -466,7 +477,7 @@ class GraphReplay:
         self.prog = prog
         self.feeds = feeds
         self.vals: Dict[fx.Node, Any] = dict(feeds)  # held values join as the forward makes them
-        self.snaps: Dict[fx.Node, torch.Tensor] = {}
+        self.snaps = Snapshots([])
 
     def start(self, step: Step, feed_keys: Optional[Set[FreeKey]] = None) -> None:
         """Snapshots of the mutated placeholders; every placeholder and
@@ -474,12 +485,10 @@ class GraphReplay:
         feed_keys: the placeholders' free keys, when the caller has them
         (a join's towers share one step's feeds)."""
         prog, feeds = self.prog, self.feeds
-        for st in prog.stages:
-            for ph in st.mutated:
-                if ph not in self.snaps:
-                    self.snaps[ph] = feeds[ph].detach().clone()
-                    step.free_storages.add(free_key(self.snaps[ph]))
-        step.free_storages |= feed_keys if feed_keys is not None else feed_free_keys(feeds)
+        if not step.all_native:  # (else no hook and nothing runs a stage again)
+            self.snaps = Snapshots([(ph, feeds[ph]) for ph in prog.snapshot_placeholders()])
+            step.free_storages |= self.snaps.keys()
+            step.free_storages |= feed_keys if feed_keys is not None else feed_free_keys(feeds)
         for ph, v in feeds.items():
             if isinstance(v, torch.Tensor) and prog.ph_spec[ph][0] == "USER_INPUT":
                 step.watch(v, "input %r" % ph.name)
@@ -497,7 +506,8 @@ class GraphReplay:
                 t = a_prev[prev[a]].detach()
                 args.append(t.requires_grad_(keep) if keep and t.is_floating_point() else t)
             elif a in self.snaps:
-                args.append(self.snaps[a].clone() if a in st.mutated else self.snaps[a])
+                snap = self.snaps.get(a)
+                args.append(snap.clone() if a in st.mutated else snap)
             else:
                 args.append(self.vals[a])
         mutated_clones = [x for a, x in zip(st.re_inputs, args) if a in st.mutated]
@@ -526,6 +536,59 @@ class GraphReplay:
         finally:
             for x in mutated_clones:
                 step.free_storages.discard(free_key(x))
+
+
+class Snapshots:
+    """Copies of tensors at one moment (the mutated placeholders at the
+    step's start), taken in one copy per dtype and device: the group's
+    contiguous tensors are concatenated into one flat tensor (one kernel,
+    not one clone each: ResNet-50 has 159 BatchNorm buffers), and a copy is
+    a view of it with the tensor's sizes and strides, made when a
+    recomputation first reads it. A tensor that is not contiguous gets a
+    clone of its own (same strides)."""
+
+    def __init__(self, items: Sequence[Tuple[Any, torch.Tensor]]) -> None:
+        by_kind: Dict[Tuple[torch.dtype, int], List[Tuple[Any, torch.Tensor]]] = {}
+        self.own: Dict[Any, torch.Tensor] = {}
+        with torch.no_grad():
+            for name, t in items:
+                if t.is_contiguous():
+                    by_kind.setdefault((t.dtype, t.get_device()), []).append((name, t))
+                else:
+                    self.own[name] = t.detach().clone()
+            # each group: its flat copy and its (name, tensor) in that order
+            self.groups: List[Tuple[torch.Tensor, List[Tuple[Any, torch.Tensor]]]] = []
+            for group in by_kind.values():
+                ts = [t for _, t in group]
+                # (flatten_dense_tensors of one tensor is a view of it, not a copy)
+                flat = torch._C._nn.flatten_dense_tensors(ts) if len(ts) > 1 else \
+                    ts[0].detach().reshape(-1).clone()
+                self.groups.append((flat, group))
+        self.group_of = {name: g for g, (_, group) in enumerate(self.groups)
+                         for name, _ in group}
+        self.views: Dict[Any, torch.Tensor] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.group_of or name in self.own
+
+    def keys(self) -> Set[FreeKey]:
+        """The copies' storages (free for the hooks)."""
+        return {free_key(t) for t in (*(f for f, _ in self.groups), *self.own.values())}
+
+    def get(self, name: Any) -> torch.Tensor:
+        """The copy of `name`, with the sizes and strides of the tensor."""
+        got = self.own.get(name, self.views.get(name))
+        if got is not None:
+            return got
+        flat, group = self.groups[self.group_of[name]]
+        offset, views = 0, {}
+        for other, t in group:  # the group's views at once: a stage reads several
+            views[other] = flat.as_strided(t.shape, t.stride(), offset)
+            offset += t.numel()
+        if offset != flat.numel():
+            raise RematRuntimeError("remat: a mutated buffer was resized during the step")
+        self.views.update(views)
+        return views[name]
 
 
 class _FeedWalk:

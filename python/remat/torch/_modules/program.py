@@ -255,8 +255,10 @@ class ModuleReplay:
         # (requiring grad as they did: what autograd saves depends on it)
         dargs, dkwargs = set_slots(_detached_alike(args), _detached_alike(kwargs), blk.in_slots,
                                    [None] * len(blk.in_slots))
-        self.calls[j] = (dargs, dkwargs, [b.detach().clone() for b in blk.module.buffers()])
-        # (after the block, only the buffers it changed keep their snapshot)
+        # (after the block, only the buffers it changed keep their snapshot;
+        # none where nothing runs a block again: Step.all_native)
+        self.calls[j] = (dargs, dkwargs, [] if step.all_native else
+                         [b.detach().clone() for b in blk.module.buffers()])
         step.record_rng(j)
         self.hooks = step.main_stage(j)
         self.hooks.__enter__()
