@@ -49,7 +49,8 @@ class BranchNet(nn.Module):
     """A stack whose path depends on the batch's values, so torch.export
     fails and the module path runs it. `kind` says what a batch with a
     positive mean does: "skip" leaves out block 3, "alt" runs another
-    module in its place, "between" changes the code between blocks 2 and 3."""
+    module in its place, "between" changes the code between blocks 2 and 3,
+    "inplace" changes what block 2 returned in place before block 3 reads it."""
 
     def __init__(self, kind: str, d: int = 32, n: int = 6) -> None:
         super().__init__()
@@ -70,6 +71,8 @@ class BranchNet(nn.Module):
                 continue
             if i == 3 and flip and self.kind == "between":
                 h = h * 0.5
+            if i == 3 and flip and self.kind == "inplace":
+                h.mul_(0.5)
             h = b(h)
         return self.head(h)
 
@@ -78,6 +81,7 @@ class BranchNet(nn.Module):
     ("skip", "block 5 (blocks.3) was expected"),
     ("alt", "block 5 (blocks.3) was never called"),
     ("between", "did not receive what block 4 returned"),
+    ("inplace", "what block 4 (blocks.2) returned was changed in place before block 5"),
 ])
 def test_a_value_dependent_branch_trains_through_batches_that_flip_it(kind, change):
     torch.manual_seed(1)
@@ -223,6 +227,37 @@ def test_an_in_place_block_is_recomputed_on_an_input_that_is_no_leaf():
         w.set_memory(limit)
         assert recomputes(w.last_entry.schedule) or limit > lims[0]
         train_twins(ref, w, [(x,), (torch.randn(32, 64),)])
+
+
+class _Bottleneck(nn.Module):
+    """Children passing one to the next, with the residual added in place to
+    the third's output before the fourth reads it (as in torchvision's ResNet
+    bottleneck): a stage boundary between them would recompute the fourth
+    from the third's output without the residual."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.a, self.norm, self.b = nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, d)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.b(self.norm(self.a(x)))
+        out += x
+        return self.act(out)
+
+
+def test_a_residual_added_in_place_between_two_children_keeps_them_one_stage():
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(16, 32), *(_Bottleneck(32) for _ in range(4)),
+                          nn.Linear(32, 4)).train()
+    x = torch.randn(8, 16)
+    ref, base = copies(model)
+    w = wrap(base, (x,), {}, capture="modules")
+    names = [b.name for b in w.last_entry.program.blocks]
+    assert not any(n.endswith(".act") for n in names), names  # no boundary before `act`
+    w.set_memory(limits(w)[0])
+    assert recomputes(w.last_entry.schedule)
+    train_twins(ref, w, [(x,), (torch.randn(8, 16),)])
 
 
 # -- flags on the graph path ------------------------------------------------------------------

@@ -100,10 +100,7 @@ def test_store_all_copies_the_buffers_at_once():
 
 
 @pytest.mark.parametrize("at,capture", [
-    (None, "graph"), (0.3, "graph"), (None, "modules"),
-    # (fails at ea9cc0d too, before this test existed: the modules path's
-    # second backward at a recomputing limit gives other gradients)
-    pytest.param(0.3, "modules", marks=pytest.mark.xfail(strict=True))])
+    (None, "graph"), (0.3, "graph"), (None, "modules"), (0.3, "modules")])
 def test_batchnorm_second_backward_reads_the_snapshots(at, capture):
     """The second backward (retain_graph) recomputes every stage off the
     plan, after the main run has updated the statistics; at memory=1.0

@@ -12,7 +12,7 @@ longest run, of at least two calls, gives stages 1..L.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -30,6 +30,13 @@ class _Call:
     kwargs: Kwargs
     output: Any = None
     children: List[int] = dataclasses.field(default_factory=list)
+    # the tensors' version counters when the call began (arguments) and
+    # ended (output): a link holds only for a tensor nothing changed in place
+    # in between (a residual `out += identity` after a block of a ResNet
+    # bottleneck: recomputing the next block from what the block returned
+    # would miss the addition)
+    arg_versions: Dict[int, int] = dataclasses.field(default_factory=dict)
+    out_versions: Dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 def record_calls(model: nn.Module, args: Args, kwargs: Kwargs) -> List[_Call]:
@@ -40,13 +47,14 @@ def record_calls(model: nn.Module, args: Args, kwargs: Kwargs) -> List[_Call]:
 
     def pre(name: str) -> Any:
         def hook(mod: nn.Module, a: Tuple[Any, ...], kw: Kwargs) -> None:
-            calls.append(_Call(mod, name, stack[-1], a, kw))
+            calls.append(_Call(mod, name, stack[-1], a, kw, arg_versions=_versions((a, kw))))
             calls[stack[-1]].children.append(len(calls) - 1)
             stack.append(len(calls) - 1)
         return hook
 
     def post(mod: nn.Module, a: Tuple[Any, ...], kw: Kwargs, out: Any) -> None:
-        calls[stack.pop()].output = out
+        c = calls[stack.pop()]
+        c.output, c.out_versions = out, _versions(out)
 
     for name, mod in model.named_modules():
         if mod is model:
@@ -54,11 +62,17 @@ def record_calls(model: nn.Module, args: Args, kwargs: Kwargs) -> List[_Call]:
         handles.append(mod.register_forward_pre_hook(pre(name), with_kwargs=True))
         handles.append(mod.register_forward_hook(post, with_kwargs=True, always_call=True))
     try:
+        calls[0].arg_versions = _versions((args, kwargs))
         calls[0].output = model(*args, **kwargs)
+        calls[0].out_versions = _versions(calls[0].output)
     finally:
         for h in handles:
             h.remove()
     return calls
+
+
+def _versions(x: Any) -> Dict[int, int]:
+    return {id(t): t._version for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)}
 
 
 def tensor_slots(args: Args, kwargs: Kwargs) -> List[Tuple[Any, torch.Tensor]]:
@@ -70,10 +84,12 @@ def tensor_slots(args: Args, kwargs: Kwargs) -> List[Tuple[Any, torch.Tensor]]:
 
 
 def _links(prev: _Call, nxt: _Call) -> List[Tuple[Any, int]]:
-    """(slot of nxt, index of the tensor leaf of prev's output) it receives."""
+    """(slot of nxt, index of the tensor leaf of prev's output) it receives,
+    unchanged since prev returned it."""
     leaves = [x for x in pytree.tree_leaves(prev.output)]
     ids = {id(x): i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)}
-    return [(slot, ids[id(t)]) for slot, t in tensor_slots(nxt.args, nxt.kwargs) if id(t) in ids]
+    return [(slot, ids[id(t)]) for slot, t in tensor_slots(nxt.args, nxt.kwargs)
+            if id(t) in ids and nxt.arg_versions.get(id(t)) == prev.out_versions.get(id(t))]
 
 
 def _expand(calls: List[_Call], idx: List[int]) -> List[int]:
@@ -97,13 +113,14 @@ def _chains(calls: List[_Call], idx: Sequence[int]) -> bool:
 
 def _enters(parent: _Call, first: _Call) -> bool:
     ids = {id(t) for _, t in tensor_slots(parent.args, parent.kwargs)}
-    return any(id(t) in ids for _, t in tensor_slots(first.args, first.kwargs))
+    return any(id(t) in ids and first.arg_versions.get(id(t)) == parent.arg_versions.get(id(t))
+               for _, t in tensor_slots(first.args, first.kwargs))
 
 
 def _leaves_as(last: _Call, parent: _Call) -> bool:
     a = [id(x) for x in pytree.tree_leaves(last.output) if isinstance(x, torch.Tensor)]
     b = [id(x) for x in pytree.tree_leaves(parent.output) if isinstance(x, torch.Tensor)]
-    return bool(a) and a == b
+    return bool(a) and a == b and last.out_versions == parent.out_versions
 
 
 def _longest_run(calls: List[_Call]) -> List[int]:

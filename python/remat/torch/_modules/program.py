@@ -169,6 +169,7 @@ class ModuleReplay:
         # needed, and a strong reference kept the last block's output alive
         # through the whole backward (64 KB over the prediction on Llama)
         self.out: List[Any] = []
+        self.out_versions: List[int] = []  # their version counters then
         self.hooks: Any = None        # the saved-tensor hooks of the block running
         self.calls: Dict[int, Tuple[Args, Kwargs, List[Optional[torch.Tensor]]]] = {}
         self.frames: List[Optional[Block]] = []  # per hooked call running: its stage, or None
@@ -206,7 +207,12 @@ class ModuleReplay:
             if blk.index == 1 and nth == blk.nth:  # (its module's call it was in the example)
                 return blk
             if blk.index > 1 and _same(_slots_or_none(args, kwargs, blk.in_slots), self.out):
-                return blk
+                if _versions(self.out) == self.out_versions:
+                    return blk
+                self.leave(step, "what block %d (%s) returned was changed in place before block "
+                           "%d (%s) read it" % (blk.index - 1, self.prog.blocks[blk.index - 2].name,
+                                                blk.index, blk.name))
+                return None
             if blk.index == 1:
                 return None
             self.leave(step, "block %d (%s) did not receive what block %d returned: the code "
@@ -282,6 +288,7 @@ class ModuleReplay:
                                           for b, s in zip(blk.module.buffers(), snaps)])
         step.after_main(j, a)
         self.out = [_weak(v) for v in a]
+        self.out_versions = _versions(self.out)
         self.next = j + 1
         return out
 
@@ -367,6 +374,11 @@ def _weak(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
         return weakref.ref(v)
     return lambda: v
+
+
+def _versions(values: Sequence[Any]) -> List[int]:
+    """The version counters of `values` (as _weak gives them); -1 for others."""
+    return [t._version if isinstance(t, torch.Tensor) else -1 for t in (v() for v in values)]
 
 
 def _same(got: Optional[Sequence[Any]], want: Sequence[Any]) -> bool:
