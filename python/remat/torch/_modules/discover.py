@@ -71,8 +71,13 @@ def record_calls(model: nn.Module, args: Args, kwargs: Kwargs) -> List[_Call]:
     return calls
 
 
+def version(t: torch.Tensor) -> int:
+    """t's version counter; -1 for an inference tensor, which has none."""
+    return -1 if t.is_inference() else t._version
+
+
 def _versions(x: Any) -> Dict[int, int]:
-    return {id(t): t._version for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)}
+    return {id(t): version(t) for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)}
 
 
 def tensor_slots(args: Args, kwargs: Kwargs) -> List[Tuple[Any, torch.Tensor]]:

@@ -45,7 +45,7 @@ from .._progress import Progress
 from .._tensors import (AutocastState, FreeKey, StopRecompute, cuda_devices, free_key,
                         leave_no_trace, saving)
 from .discover import (Block, distinct_modules, find_blocks, get_slots, set_slots,
-                       tensor_slots)
+                       tensor_slots, version)
 from .measure import profile_blocks
 
 
@@ -378,7 +378,7 @@ def _weak(v: Any) -> Any:
 
 def _versions(values: Sequence[Any]) -> List[int]:
     """The version counters of `values` (as _weak gives them); -1 for others."""
-    return [t._version if isinstance(t, torch.Tensor) else -1 for t in (v() for v in values)]
+    return [version(t) if isinstance(t, torch.Tensor) else -1 for t in (v() for v in values)]
 
 
 def _same(got: Optional[Sequence[Any]], want: Sequence[Any]) -> bool:
