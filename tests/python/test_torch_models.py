@@ -12,8 +12,8 @@ import models as M
 import remat
 import remat.torch as rt
 from remat.torch._tensors import dense_bytes
-from torchkit import copies, limit_at, limits, measured_peak, recomputes, same_step, state, step, \
-    wrap
+from torchkit import HOOKLESS_BELOW, copies, hookless, limit_at, limits, measured_peak, \
+    recomputes, same_step, state, step, wrap
 
 PLAIN = os.environ.get("REMAT_TEST_KERNELS") == "plain"
 # The prediction keeps a stage's output until the stage's backward (it is part
@@ -55,6 +55,8 @@ def test_model_at_three_limits(name):
         twice = sum(dense_bytes([a.meta["val"]]) for a in e.program.held_acts) \
             if model_name == "t5" else 0
         high = max(tol, HIGH) if model_name in CONV_BN else tol
+        if hookless(w):  # plain autograd's step: the prediction bounds it
+            high = max(high, HOOKLESS_BELOW)
         assert -tol * e.predicted_peak <= e.predicted_peak - peak <= \
             high * e.predicted_peak + twice, \
             "%s: measured %d, predicted %d" % (name, peak, e.predicted_peak)
@@ -73,7 +75,10 @@ def test_tied_embedding_gradient_held_in_the_backward_only():
     assert [b for b, _, _ in e.backward_held] == [wte.numel() * wte.element_size()]
     _, last, first = e.backward_held[0]
     assert last > first
-    w.set_memory(1.0)
+    # (just under plain autograd's memory: the executor's hooks run, whose
+    # store the chain models exactly; at 1.0 the step runs as plain autograd)
+    limit_at(w, 0.98)
+    assert not hookless(w)
     same_step(ref, w, args, kwargs)
     peak = measured_peak(w, args, kwargs)
     assert abs(peak - w.last_entry.predicted_peak) <= 0.01 * peak
