@@ -77,9 +77,14 @@ def _box(gm: fx.GraphModule) -> None:
 
 def call_stage(gm: fx.GraphModule, args: List[Any]) -> Any:
     """Runs a stage module on `args` (emptied when the module is boxed)."""
+    # A GraphModule's own forward, not its __call__: no module hooks to run,
+    # and fx's call wrapper walks the traceback of every exception, such as
+    # the StopRecompute that ends a recomputation early (BENCHMARKS,
+    # "executor overhead"). A compiled stage is a plain callable.
+    fn = gm.forward if isinstance(gm, fx.GraphModule) else gm
     if gm.remat_boxed:
-        return gm(args)
-    out = gm(*args)
+        return fn(args)
+    out = fn(*args)
     args.clear()
     return out
 
