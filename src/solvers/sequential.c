@@ -31,7 +31,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * `base` bytes held besides the segment's own abar values. */
 static uint64_t fall_mem(const remat_chain *c, const seq_tables *t, uint64_t base, size_t s,
                          size_t i) {
-    return base + t->pa[i] - t->pa[s - 1] + remat__fall_overhead(&c->stages[i - 1]);
+    return base + t->pa[i] - t->pa[s - 1] + remat__fall_overhead_bound(&c->stages[i - 1]);
 }
 
 static uint64_t b_mem(const remat_chain *c, const seq_tables *t, uint64_t base, size_t s,
@@ -86,7 +86,7 @@ static remat_status tables_init(const remat_chain *c, uint64_t max_work, seq_tab
         ok = remat__add_u64(all, sg->out_bytes, &x) && remat__add_u64(x, sg->saved_bytes, &x) &&
              remat__add_u64(x, sg->grad_bytes, &x) && remat__add_u64(x, sg->grad_bytes, &x) &&
              remat__add_u64(x, sg->fwd_overhead, &x) && remat__add_u64(x, sg->bwd_overhead, &x) &&
-             remat__add_u64(x, remat__fall_overhead(sg), &all);
+             remat__add_u64(x, remat__fall_overhead_bound(sg), &all);
     }
     REMAT__RETURN_IF(!ok, err, REMAT_E_TOO_LARGE,
                      "sequential: the chain's sizes add up to more than 2^64 bytes");
@@ -114,7 +114,7 @@ static remat_status tables_init(const remat_chain *c, uint64_t max_work, seq_tab
     t->total = t->pf[n] + tb;
     for (size_t i = n; i >= 1; i--) {
         const remat_stage *sg = &c->stages[i - 1];
-        t->sx[i] = max_u64(t->sx[i + 1], t->pa[i] + remat__fall_overhead(sg));
+        t->sx[i] = max_u64(t->sx[i + 1], t->pa[i] + remat__fall_overhead_bound(sg));
         t->sy[i] = max_u64(t->sy[i + 1], t->pa[i] + remat_chain_d_bytes(c, i) +
                                              remat_chain_d_bytes(c, i - 1) + sg->bwd_overhead);
     }
