@@ -45,7 +45,9 @@
  * one edge, with the stopped figures, and a plain Fall b leading to a
  * "fresh" copy of the state, from which B b may not run next (the schedule
  * would read as the stopped pair); any other op leaves the fresh copy. So
- * every schedule is a path with the simulator's costs and vice versa. The
+ * every schedule is a path with the simulator's costs and vice versa. P1
+ * and P2 do not apply in a fresh copy: an op there that changes nothing else
+ * (a forward of a value held) still keeps the Fall from stopping. The
  * fresh copies of next_b = b are prod_{j<b} r_j more states; a chain
  * without differing stop figures uses none of this and searches as before.
  * h stays consistent with fwd[i] = stop_time[i] + min_k bwd_time_k[i]
@@ -269,14 +271,18 @@ static int expand(exact_search *x, uint32_t id) {
         uint8_t have = x->base[i], in = x->base[i - 1];
         if (in == REMAT__HELD_NONE) continue;
         remat_op op = {REMAT_OP_FALL, 0, i, 0};
-        size_t options = have >= REMAT__HELD_ABAR ? 0 : x->c->stages[i - 1].n_options + 1;
+        /* from a fresh copy, an op that changes nothing still parts Fall b from B b */
+        int spacer = x->base_fresh;
+        size_t options =
+            have >= REMAT__HELD_ABAR && !spacer ? 0 : x->c->stages[i - 1].n_options + 1;
         for (size_t k = 0; k < options && ok; k++) {
             op.option = (uint8_t)k;
             ok &= try_op(x, id, op, 0);
         }
         op.option = 0;
-        if (options && i == b && x->stops[b] && ok) ok &= try_op(x, id, op, 1); /* Fall b; B b */
-        int plain_useful = x->no_del || (have == REMAT__HELD_NONE && i < b); /* P1, P2 */
+        if (have < REMAT__HELD_ABAR && i == b && x->stops[b] && ok)
+            ok &= try_op(x, id, op, 1); /* Fall b; B b */
+        int plain_useful = x->no_del || spacer || (have == REMAT__HELD_NONE && i < b); /* P1, P2 */
         if (!plain_useful) continue;
         op.kind = REMAT_OP_FCK;
         ok &= try_op(x, id, op, 0);
