@@ -284,6 +284,16 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
     return REMAT_OK;
 }
 
+int remat__chain_stops_differ(const remat_chain *c) {
+    for (size_t i = 0; i + 1 < c->n; i++) {
+        const remat_stage *s = &c->stages[i];
+        if (remat__stop_time(s) != s->fwd_time || remat__stop_saved(s) != s->saved_bytes ||
+            remat__stop_overhead(s) != remat__fall_overhead(s))
+            return 1;
+    }
+    return 0;
+}
+
 void remat_chain_free(remat_chain *c) {
     if (!c) return;
     remat__stages_free(c->stages, c->n);

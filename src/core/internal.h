@@ -141,6 +141,10 @@ static inline uint64_t remat__fall_overhead_bound(const remat_stage *s) {
     return stop > s->saved_bytes && stop - s->saved_bytes > plain ? stop - s->saved_bytes : plain;
 }
 
+/* Whether some stage's stopped Fall differs from its plain Fall (chain.c):
+ * without one, the stop fields change nothing. */
+int remat__chain_stops_differ(const remat_chain *c);
+
 /* Checks a struct a caller hands in, so that no public function reads out of
  * bounds or past a missing NUL on a struct the caller built or changed:
  * a chain as remat_chain_create would accept it (chain.c); a schedule with
