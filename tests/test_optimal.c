@@ -246,7 +246,7 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 uint64_t during;
                 double t;
                 char why[128];
-                if (!remat__sim_apply(c, &st, op, &during, &t, why, sizeof why)) continue;
+                if (!remat__sim_apply(c, &st, op, NULL, &during, &t, why, sizeof why)) continue;
                 if (during > limit) continue;
                 if ((kind == REMAT_OP_FCK || kind == REMAT_OP_FALL) && v2[i - 1]) k2[i - 1] = 1;
                 for (size_t j = 0; j <= c->n; j++)

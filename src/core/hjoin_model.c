@@ -43,7 +43,11 @@ static remat_status check_turn(const remat_stage *t, const char *who, remat_erro
 static remat_status copy_stages(remat_stage *dst, const remat_stage *src, size_t n,
                                 remat_error *err) {
     memcpy(dst, src, n * sizeof *dst);
-    for (size_t i = 0; i < n; i++) dst[i].options = NULL;
+    /* hjoin does not model the stopped Fall: its branches drop the stop fields */
+    for (size_t i = 0; i < n; i++) {
+        dst[i].options = NULL;
+        dst[i].has_stop_time = dst[i].has_stop_saved_bytes = dst[i].has_stop_overhead = 0;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!src[i].n_options || !src[i].options) continue;
         dst[i].options = remat__calloc(src[i].n_options, sizeof *dst[i].options);

@@ -117,7 +117,7 @@ int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, rema
     uint64_t before = s->mem, local;
     char why[200];
     remat_op cop = {op.kind, 0, op.index, op.option};
-    if (!remat__sim_apply(net->c[b], s, cop, &local, time, why, sizeof why)) {
+    if (!remat__sim_apply(net->c[b], s, cop, NULL, &local, time, why, sizeof why)) {
         snprintf(reason, cap, "branch %zu: %s", b + 1, why);
         return 0;
     }

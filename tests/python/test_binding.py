@@ -145,6 +145,42 @@ class BindingTest(unittest.TestCase):
         with self.assertRaises(remat.InputError):
             remat.Schedule.from_ops(["B 1/1"])
 
+    def test_stopped_fall(self):
+        """The stop fields pass through to C and back; a plan step says
+        whether its Fall stops, with the stopped figures."""
+        stages = [{"fwd_time": 4, "bwd_time": 2, "out_bytes": 20, "saved_bytes": 50,
+                   "stop_time": 1.0, "stop_saved_bytes": 8, "stop_overhead": 30},
+                  {"fwd_time": 3, "bwd_time": 3, "out_bytes": 5, "saved_bytes": 15},
+                  {"fwd_time": 1, "bwd_time": 1, "out_bytes": 1, "saved_bytes": 2}]
+        c = remat.Chain(stages, 10)
+        st = c.stages
+        self.assertEqual((st[0]["stop_time"], st[0]["stop_saved_bytes"], st[0]["stop_overhead"]),
+                         (1.0, 8, 30))
+        self.assertIsInstance(st[0]["stop_time"], float)
+        self.assertNotIn("stop_time", st[1])  # only where a stage has it
+        self.assertEqual(remat.Chain.from_json(c.to_json()).stages, st)
+        self.assertEqual(remat.Chain(st, 10).to_json(), c.to_json())
+        s = remat.Schedule.from_ops(["Fck 1", "Fck 2", "Fall 3", "B 3", "Fall 2", "B 2",
+                                     "Fall 1", "B 1"])
+        r = remat.simulate(c, s)
+        self.assertTrue(r.valid)
+        self.assertEqual((r.time, r.peak_bytes), (18.0, 70))
+        p = remat.plan(c, s)
+        self.assertEqual([x.stops for x in p.steps],
+                         [False, False, False, False, True, False, True, False])
+        self.assertEqual(p.steps[6].mem_during, 30 + 8 + 30)
+        for bad, msg in (({"stop_time": 5}, "stages[0].stop_time: 5 is more than fwd_time 4"),
+                         ({"stop_saved_bytes": 51}, "stages[0].stop_saved_bytes"),
+                         ({"stop_overhead": -1}, "stages[0].stop_overhead")):
+            with self.assertRaises(remat.InputError) as cm:
+                remat.Chain([dict(stages[0], **bad)] + stages[1:], 10)
+            self.assertIn(msg, str(cm.exception))
+        with self.assertRaises(remat.InputError) as cm:
+            remat.Chain(stages[:2] + [dict(stages[2], stop_time=0.5)], 10)
+        self.assertIn("the loss stage (the last) has no stopped Fall", str(cm.exception))
+        with self.assertRaises(TypeError):
+            remat.Chain([dict(stages[0], stop_time="1")] + stages[1:], 10)
+
 
 if __name__ == "__main__":
     unittest.main()
