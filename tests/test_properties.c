@@ -694,7 +694,8 @@ static void test_stops_every_solver(void) {
                                          sp.max_bytes);
         for (size_t i = 0; i + 1 < c->n; i++) {
             const remat_stage *sg = &c->stages[i];
-            raised += sg->stop_saved_bytes + sg->stop_overhead > sg->saved_bytes + sg->fall_overhead;
+            raised +=
+                sg->stop_saved_bytes + sg->stop_overhead > sg->saved_bytes + sg->fall_overhead;
         }
         uint64_t peak;
         ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);

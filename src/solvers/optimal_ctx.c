@@ -54,7 +54,8 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
             remat__save v = remat__stage_save(&c->stages[s - 1], (unsigned)j);
             size_t i = sv(x, s, j);
             x->sab[i] = sat(v.saved_bytes / u + (v.saved_bytes % u != 0));
-            /* the full save's Fall stops in the base case (s, s), s < n */
+            /* the base case's Fall s; B s stops in the simulator: the full save
+             * counts an overhead that bounds it stopped or not (docs/optimal.md) */
             uint64_t fo = j ? v.fall_overhead : remat__fall_overhead_bound(&c->stages[s - 1]);
             x->sof[i] = sat(fo / u + (fo % u != 0));
             x->sob[i] = sat(v.bwd_overhead / u + (v.bwd_overhead % u != 0));
