@@ -17,7 +17,8 @@ static const char help[] =
     "exact uses them, the other algorithms save all (docs/formats.md). Every\n"
     "algorithm counts a stage's fall_overhead for its Fall ops. A Fall i followed\n"
     "by B i takes the stage's stop figures (stop_time, stop_saved_bytes,\n"
-    "stop_overhead); exact searches with them, the others bound their memory.\n"
+    "stop_overhead); optimal and exact plan with them, the others bound their\n"
+    "memory.\n"
     "\n"
     "Exit status: 0 done, 1 no schedule fits (the message gives the smallest memory\n"
     "that would), 2 bad input or usage.\n";
