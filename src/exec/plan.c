@@ -108,7 +108,8 @@ static remat_status build_steps(const remat_chain *c, const remat_schedule *s,
         remat_exec_step *step = &p->steps[k];
         uint64_t during;
         double t;
-        if (!apply_step(c, &cur, &prev, op, remat__next_op(s, k), step, &during, &t, why, sizeof why)) {
+        if (!apply_step(c, &cur, &prev, op, remat__next_op(s, k), step, &during, &t, why,
+                        sizeof why)) {
             st = remat__fail(err, REMAT_E_INPUT, "schedule op %zu (%s): %s", k, text, why);
             break;
         }
@@ -201,7 +202,8 @@ static remat_status timed_step(const remat_chain *c, const remat_schedule *s, ti
         uint64_t during;
         double t;
         char why[256];
-        if (!apply_step(c, cur, prev, op, remat__next_op(s, k), step, &during, &t, why, sizeof why)) {
+        if (!apply_step(c, cur, prev, op, remat__next_op(s, k), step, &during, &t, why,
+                        sizeof why)) {
             char text[REMAT_OP_TEXT_MAX];
             remat_op_format(op, text);
             return remat__fail(err, REMAT_E_INTERNAL,
