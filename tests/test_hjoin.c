@@ -17,6 +17,7 @@ typedef struct net_spec {
     int overheads, grad_sizes, zero_sizes, int_times;
     test_option_spec saves; /* fall_overhead and partial saves (options) */
     int ordered;            /* the branches run in order */
+    int stops;              /* 0: no stop fields; else 1 + a TEST_STOPS_ mode */
 } net_spec;
 
 static remat_stage random_turn(test_rng *r, const net_spec *sp) {
@@ -54,6 +55,11 @@ static remat_hjoin *random_net(test_rng *r, const net_spec *sp) {
                                    sp->zero_sizes, sp->int_times};
         cs[j] = test_random_chain_with(r, &cs_spec, &sp->saves);
         faster_saves(r, cs[j]);
+        if (sp->stops) { /* every branch stage may get them; the chain's loss does not */
+            remat_chain *w = test_with_stops(r, cs[j], sp->stops - 1, sp->max_bytes);
+            remat_chain_free(cs[j]);
+            cs[j] = w;
+        }
         snprintf(br[j].name, sizeof br[j].name, "b%zu", j + 1);
         br[j].input_bytes = cs[j]->input_bytes;
         br[j].input_grad_bytes = test_rng_range(r, 0, 3) == 0 ? 0 : cs[j]->input_grad_bytes;
@@ -182,7 +188,7 @@ static void bf_apply(bf_search *b, size_t depth, const remat_hjoin_op *ops, size
     for (size_t i = 0; i < n; i++) {
         uint64_t during;
         double t;
-        if (!remat__hjoin_apply(b->net, st, ops[i], &during, &t, why, sizeof why)) {
+        if (!remat__hjoin_apply(b->net, st, ops[i], i + 1 < n ? &ops[i + 1] : NULL, &during, &t, why, sizeof why)) {
             fprintf(stderr, "brute force: an op of the class fails: %s\n", why);
             abort();
         }
@@ -251,11 +257,15 @@ static void bf_level(bf_search *b, size_t depth, const bf_node *node, uint64_t p
 static void bf_segment(bf_search *b, size_t depth, const bf_node *node, size_t m, uint32_t s,
                        uint32_t e, uint64_t peak, double time) {
     bf_node next = *node;
-    push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
-    if (s < e) push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s + 1, e});
+    /* s == e: B s comes right after the Fall, which may stop, so the two run
+     * as one step (bf_apply shows each op the one after it) */
+    if (s < e) {
+        push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
+        push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s + 1, e});
+    }
     for (size_t k = 0; k < saves_of(b->net, m, s); k++) {
-        remat_hjoin_op fall = fall_op(m, s, k);
-        bf_apply(b, depth, &fall, 1, &next, peak, time);
+        remat_hjoin_op pair[2] = {fall_op(m, s, k), hop(REMAT_HJOIN_OP_B, m, s)};
+        bf_apply(b, depth, pair, s < e ? 1 : 2, &next, peak, time);
     }
     for (uint32_t sp = s + 1; sp <= e; sp++) {
         remat_hjoin_op ops[64];
@@ -337,6 +347,18 @@ static int uses_partial_save(const remat_hjoin_schedule *s) {
     return 0;
 }
 
+static size_t stop_pairs; /* schedules with a full-save Fall j.i right before B j.i */
+
+static int has_stop_pair(const remat_hjoin_schedule *s) {
+    for (size_t k = 0; k + 1 < s->n_ops; k++) {
+        remat_hjoin_op a = s->ops[k], b = s->ops[k + 1];
+        if (a.kind == REMAT_HJOIN_OP_FALL && !a.option && b.kind == REMAT_HJOIN_OP_B &&
+            a.branch == b.branch && a.index == b.index)
+            return 1;
+    }
+    return 0;
+}
+
 /* The solver at every limit from below the front's least peak to above the
  * store-all peak, exact bytes: equal to brute force, every schedule valid. */
 static int agree_with_brute_force(const remat_hjoin *j, bf_search *b, size_t *compared) {
@@ -377,6 +399,7 @@ static int agree_with_brute_force(const remat_hjoin *j, bf_search *b, size_t *co
                         (unsigned long long)m, s->time, want);
             (*compared)++;
             partial_schedules += uses_partial_save(s);
+            stop_pairs += has_stop_pair(s);
         }
         remat_hjoin_schedule_free(s);
     }
@@ -404,15 +427,17 @@ static void random_spec_saves(test_rng *r, net_spec *sp, size_t k, uint32_t maxl
     sp->saves.options = most;
 }
 
-static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
-                           size_t most, int ordered) {
+static void run_random_stops(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
+                             size_t most, int ordered, int stops) {
     test_rng r = {seed};
     size_t compared = 0;
     partial_schedules = 0;
+    stop_pairs = 0;
     for (size_t it = 0; it < count; it++) {
         net_spec sp;
         random_spec_saves(&r, &sp, k, maxlen, most);
         sp.ordered = ordered;
+        sp.stops = stops;
         remat_hjoin *j = random_net(&r, &sp);
         int ok = agree_with_brute_force(j, &bf, &compared);
         if (!ok) {
@@ -427,7 +452,14 @@ static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxle
     }
     printf("  %zu random networks, %zu limits compared", count, compared);
     if (most) printf(", %zu schedules with a partial save", partial_schedules);
+    if (stops) printf(", %zu with a Fall j.i right before B j.i", stop_pairs);
     printf("\n");
+    if (stops) ASSERT_TRUE(stop_pairs > 0);
+}
+
+static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
+                           size_t most, int ordered) {
+    run_random_stops(seed, count, k, maxlen, most, ordered, 0);
 }
 
 static void run_random_saves(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
@@ -447,6 +479,17 @@ static void test_brute_force_four_branches(void) { run_random(14, 20, 4, 1); }
 static void test_brute_force_saves_one_branch(void) { run_random_saves(15, 80, 1, 4, 2); }
 static void test_brute_force_saves_two_branches(void) { run_random_saves(16, 150, 2, 3, 2); }
 static void test_brute_force_saves_three_branches(void) { run_random_saves(17, 60, 3, 2, 2); }
+/* Stop fields on the branch stages (random ones may raise the Fall's memory;
+ * benign ones never do): the brute force runs each Fall s; B s of a segment
+ * with the simulator's stopped Fall, and the solver must equal it. */
+static void test_brute_force_stops(void) {
+    run_random_stops(21, 120, 1, 4, 0, 0, 1 + TEST_STOPS_RANDOM);
+    run_random_stops(22, 120, 2, 3, 0, 0, 1 + TEST_STOPS_RANDOM);
+    run_random_stops(23, 60, 3, 2, 2, 0, 1 + TEST_STOPS_RANDOM);
+    run_random_stops(24, 100, 2, 3, 1, 0, 1 + TEST_STOPS_BENIGN);
+    run_random_stops(25, 60, 2, 3, 1, 1, 1 + TEST_STOPS_RANDOM);
+}
+
 /* Ordered networks: the brute force runs the branches in order too. */
 static void test_brute_force_ordered(void) {
     run_random_all(18, 80, 2, 3, 1, 1);
@@ -748,7 +791,7 @@ static double exact_join(const remat__hjoin_net *net, uint64_t limit) {
                     remat__hjoin_state_copy(net, &nx, &st);
                     uint64_t during;
                     double t;
-                    if (!remat__hjoin_apply(net, &nx, op, &during, &t, why, sizeof why) ||
+                    if (!remat__hjoin_apply(net, &nx, op, NULL, &during, &t, why, sizeof why) ||
                         during > limit)
                         continue;
                     ex_key(net, &nx, key);
@@ -1574,6 +1617,7 @@ static const test_case cases[] = {
     {"curve_saves", test_curve_saves},
     {"saves_by_hand", test_saves_by_hand},
     {"brute_force_ordered", test_brute_force_ordered},
+    {"brute_force_stops", test_brute_force_stops},
     {"ordered", test_ordered},
 };
 TEST_MAIN(cases)
