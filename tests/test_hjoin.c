@@ -490,6 +490,49 @@ static void test_brute_force_stops(void) {
     run_random_stops(25, 60, 2, 3, 1, 1, 1 + TEST_STOPS_RANDOM);
 }
 
+/* Stop fields set to their defaults explicitly: the same schedules, op for op,
+ * as without them (the solver's figures are the same numbers). */
+static void test_stop_defaults_same_schedules(void) {
+    size_t same = 0;
+    for (int it = 0; it < 80; it++) {
+        remat_hjoin *j[2];
+        for (int v = 0; v < 2; v++) {
+            test_rng r = {(uint64_t)(500 + it)};
+            net_spec sp;
+            random_spec_saves(&r, &sp, 1 + (size_t)it % 3, 3, (size_t)it % 2);
+            sp.stops = v ? 1 + TEST_STOPS_DEFAULTS : 0;
+            j[v] = random_net(&r, &sp);
+        }
+        ASSERT_TRUE(j[1]->branches[0].stages[0].has_stop_time);
+        ASSERT_EQ_INT(j[0]->branches[0].stages[0].has_stop_time, 0);
+        uint64_t peak = 0, mm = 0;
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 0;
+        ASSERT_STATUS(remat_hjoin_store_all_cost(j[0], &peak, NULL, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_min_memory(j[0], &o, &mm, NULL), REMAT_OK);
+        for (uint64_t m = mm; m <= peak; m++) {
+            remat_hjoin_schedule *s[2] = {NULL, NULL};
+            ASSERT_STATUS(solve_at(j[0], m, 0, &s[0], NULL), REMAT_OK);
+            ASSERT_STATUS(solve_at(j[1], m, 0, &s[1], NULL), REMAT_OK);
+            ASSERT_EQ_U64(s[0]->n_ops, s[1]->n_ops);
+            for (size_t k = 0; k < s[0]->n_ops; k++) { /* field by field: the struct has padding */
+                remat_hjoin_op a = s[0]->ops[k], b = s[1]->ops[k];
+                ASSERT_TRUE(a.kind == b.kind && a.branch == b.branch && a.index == b.index &&
+                            a.option == b.option);
+            }
+            ASSERT_EQ_U64(s[0]->peak_bytes, s[1]->peak_bytes);
+            ASSERT_TRUE(s[0]->time == s[1]->time);
+            same++;
+            remat_hjoin_schedule_free(s[0]);
+            remat_hjoin_schedule_free(s[1]);
+        }
+        remat_hjoin_free(j[0]);
+        remat_hjoin_free(j[1]);
+    }
+    printf("  %zu limits: the same schedules\n", same);
+}
+
 /* Ordered networks: the brute force runs the branches in order too. */
 static void test_brute_force_ordered(void) {
     run_random_all(18, 80, 2, 3, 1, 1);
@@ -1276,6 +1319,85 @@ static void test_flatten(void) {
 
 /* hand_net with stage 1.1 given a Fall overhead of 2 and one partial save:
  * abar 2, Fall overhead 1, B time 5, B overhead 4. */
+/* hand_net with stop fields on stage 1.2 (or on the turn when `turn`). */
+static remat_status hand_net_stops(int turn, remat_hjoin **j, remat_error *e) {
+    remat_stage b1[2] = {test_stage_full(1, 2, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 2, 1, 0, 0)};
+    remat_stage b2[1] = {test_stage_full(2, 2, 3, 4, 3, 0, 0)};
+    remat_stage t = test_stage_full(0.5, 0.5, 0, 1, 0, 2, 0);
+    remat_stage *at = turn ? &t : &b1[1];
+    at->stop_time = 0.5;
+    at->stop_saved_bytes = 0; /* below out_bytes: a[1.2] is not made */
+    at->stop_overhead = 3;
+    at->has_stop_time = at->has_stop_saved_bytes = at->has_stop_overhead = 1;
+    remat_hjoin_branch br[2];
+    memset(br, 0, sizeof br);
+    br[0] = (remat_hjoin_branch){"text", 4, 0, 2, b1};
+    br[1] = (remat_hjoin_branch){"image", 3, 3, 1, b2};
+    return remat_hjoin_create("stops", "ms", 2, br, &t, j, e);
+}
+
+/* A full-save Fall j.i right before B j.i stops: the simulator and the plan
+ * take the stopped figures; the fields survive the document; the turn
+ * refuses them. */
+static void test_stops_by_hand(void) {
+    remat_hjoin *plain = hand_net(), *j = NULL;
+    remat_error e;
+    ASSERT_STATUS(hand_net_stops(0, &j, &e), REMAT_OK);
+    remat_hjoin_schedule *s = SCHED("Fck 1.1", "Fn 1.2", "Fall 2.1", "T", "B 2.1", "Fall 1.1",
+                                    "Fall 1.2", "B 1.2", "B 1.1");
+    remat_hjoin_exec_plan *p = NULL, *q = NULL;
+    ASSERT_STATUS(remat_hjoin_exec_plan_create(j, s, &p, &e), REMAT_OK);
+    ASSERT_STATUS(remat_hjoin_exec_plan_create(plain, s, &q, &e), REMAT_OK);
+    ASSERT_NEAR(q->time, 12, 1e-12);
+    ASSERT_NEAR(p->time, 11.5, 1e-12); /* Fall 1.2 takes stop_time 0.5 */
+    for (size_t k = 0; k < p->n_steps; k++) {
+        ASSERT_EQ_INT(p->steps[k].stops, k == 6);
+        ASSERT_EQ_INT(q->steps[k].stops, k == 6); /* the defaults: stops, changes nothing */
+        if (k == 6) continue;
+        /* B 1.2 holds the smaller abar (0 bytes, not 2) */
+        ASSERT_EQ_U64(p->steps[k].mem_during + (k == 7 ? 2 : 0), q->steps[k].mem_during);
+    }
+    /* abar 0 + overhead 3 where the plain Fall adds abar 2 + overhead 0 */
+    ASSERT_EQ_U64(p->steps[6].mem_during, q->steps[6].mem_during + 1);
+    ASSERT_EQ_U64(p->steps[6].mem_after, q->steps[6].mem_after - 2);
+    remat_hjoin_sim_result *r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 11.5, 1e-12);
+    for (size_t k = 0; k < p->n_steps; k++) ASSERT_EQ_U64(p->steps[k].mem_during, r->mem_during[k]);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_exec_plan_free(p);
+    remat_hjoin_exec_plan_free(q);
+    remat_hjoin_schedule_free(s);
+    /* not right before B 1.2: the plain Fall */
+    s = SCHED("Fck 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2", "Fall 1.1", "B 1.1");
+    r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 11, 1e-12);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_schedule_free(s);
+    char *text = NULL;
+    ASSERT_STATUS(remat_hjoin_to_json(j, &text, &e), REMAT_OK);
+    ASSERT_CONTAINS(text, "\"stop_saved_bytes\": 0");
+    remat_hjoin *back = NULL;
+    ASSERT_STATUS(remat_hjoin_from_json(text, strlen(text), "j", &back, &e), REMAT_OK);
+    const remat_stage *st = &back->branches[0].stages[1];
+    ASSERT_TRUE(st->has_stop_time && st->has_stop_saved_bytes && st->has_stop_overhead);
+    ASSERT_EQ_U64(st->stop_overhead, 3);
+    ASSERT_EQ_INT(back->branches[0].stages[0].has_stop_time, 0);
+    remat_hjoin_free(back);
+    remat_free(text);
+    ASSERT_STATUS(hand_net_stops(1, &back, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "turn.stop_time: the turn has no stopped Fall");
+    const char *doc = "{\"format\": \"remat-join-2\", \"branches\": [{\"input_bytes\": 1, "
+                      "\"stages\": [{\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, "
+                      "\"saved_bytes\": 1}]}], \"turn\": "
+                      "{\"fwd_time\": 0, \"bwd_time\": 0, \"stop_overhead\": 1}}";
+    ASSERT_STATUS(remat_hjoin_from_json(doc, strlen(doc), "t", &back, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "turn.stop_overhead: the turn has no stopped Fall");
+    remat_hjoin_free(j);
+    remat_hjoin_free(plain);
+}
+
 static remat_hjoin *hand_net_saves(remat_stage_option *opt) {
     remat_stage b1[2] = {test_stage_full(1, 2, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 2, 1, 0, 0)};
     remat_stage b2[1] = {test_stage_full(2, 2, 3, 4, 3, 0, 0)};
@@ -1416,7 +1538,7 @@ static void test_ordered(void) {
     remat_hjoin_free(back);
     const char *bad = "{\"format\": \"remat-join-2\", \"ordered\": 1, \"branches\": "
                       "[{\"input_bytes\": 1, \"stages\": [{\"fwd_time\": 1, \"bwd_time\": 1, "
-                      "\"out_bytes\": 1}]}], \"turn\": {\"fwd_time\": 0, \"bwd_time\": 0}}";
+                      "\"out_bytes\": 1, \"saved_bytes\": 1}]}], \"turn\": {\"fwd_time\": 0, \"bwd_time\": 0}}";
     ASSERT_STATUS(remat_hjoin_from_json(bad, strlen(bad), "o.json", &back, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "o.json: ordered: expected true or false");
     /* unordered, the smallest limit is at most the ordered one */
@@ -1618,6 +1740,8 @@ static const test_case cases[] = {
     {"saves_by_hand", test_saves_by_hand},
     {"brute_force_ordered", test_brute_force_ordered},
     {"brute_force_stops", test_brute_force_stops},
+    {"stops_by_hand", test_stops_by_hand},
+    {"stop_defaults_same_schedules", test_stop_defaults_same_schedules},
     {"ordered", test_ordered},
 };
 TEST_MAIN(cases)
