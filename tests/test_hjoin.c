@@ -669,7 +669,8 @@ static remat_hjoin *order_conflict(void);
  * (the gradients held follow from those). Edges are the simulator's ops
  * (remat__hjoin_apply) whose memory in use fits the limit; persistence is
  * not required (an Fn may drop any plain value), Del is not an op here. The
- * nested solver can only be slower. */
+ * nested solver can only be slower. Each op is applied without its successor
+ * (no stopped Fall): it runs on networks without stop fields only. */
 
 #define EX_KEY 24
 
