@@ -307,6 +307,30 @@ class JoinBindingTest(unittest.TestCase):
         sol = j.solve(j.min_memory(slots=0), slots=0)
         self.assertTrue(j.simulate(sol).valid)
 
+    def test_stopped_fall(self):
+        """Stage 1.1 with stop fields: Fall 1.1 right before B 1.1 stops, in the
+        simulator, the plan (JoinStep.stops) and the flat chain; the turn refuses them."""
+        j0 = small_join()
+        b1 = [dict(j0.branches[0]["stages"][0], stop_time=0.25, stop_saved_bytes=1,
+                   stop_overhead=0), j0.branches[0]["stages"][1]]
+        j = remat.JoinProblem([dict(j0.branches[0], stages=b1), j0.branches[1]], j0.turn)
+        st = j.branches[0]["stages"][0]
+        self.assertEqual((st["stop_time"], st["stop_saved_bytes"], st["stop_overhead"]),
+                         (0.25, 1, 0))
+        self.assertNotIn("stop_time", j.branches[0]["stages"][1])
+        self.assertEqual(remat.JoinProblem.from_json(j.to_json()).branches, j.branches)
+        ops = ["Fck 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2", "Fall 1.1", "B 1.1"]
+        s = remat.JoinSchedule.from_ops(ops)
+        self.assertEqual(j0.simulate(s).time, 11.0)
+        self.assertEqual(j.simulate(s).time, 10.25)  # the Fall takes stop_time
+        self.assertEqual([x.stops for x in j.plan(s).steps], [False] * 6 + [True, False])
+        self.assertEqual(j.flatten().stages[0]["stop_saved_bytes"], 1 + 3)  # carries a[2.0]
+        with self.assertRaises(remat.InputError) as cm:
+            remat.JoinProblem(j.branches, dict(j.turn, stop_time=0))
+        self.assertIn("turn.stop_time", str(cm.exception))
+        sol = j.solve(j.min_memory(slots=0), slots=0)
+        self.assertTrue(j.simulate(sol).valid)
+
     def test_ordered(self):
         j = small_join()
         self.assertFalse(j.ordered)
