@@ -230,6 +230,7 @@ class PartialRun:
             self.run.partial = None
         fill(self.slots, list(redo.saved))
         redo.saved.clear()  # (the pack hook, which the probe's graph keeps, holds this list)
+        save.drop()  # (as the executor's _fill: the recorded outputs go)
         del redo, save
 
 
