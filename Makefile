@@ -110,7 +110,8 @@ test-installed: wheel
 # `make test`) are left out.
 TSAN_TESTS := test_optimal test_revolve test_offload test_hjoin
 TSAN_SKIP  := -curve_from_min -random_schedules_valid -brute_force_two_branches \
-              -brute_force_three_branches -any_order_at_most_nested -one_branch_equals_optimal
+              -brute_force_three_branches -any_order_at_most_nested -one_branch_equals_optimal \
+              -brute_force_stops
 tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/tests/%)

@@ -546,7 +546,8 @@ class ProfilePass:
         stages = self.program.profile(self.w._remat_target(), self.task.args,
                                       self.task.remat_kwargs(), self.repeat,
                                       Progress("profiling", False)).stages
-        self.times.append([(st["fwd_time"], st["bwd_time"]) for st in stages])
+        self.times.append([(st["fwd_time"], st["bwd_time"], st.get("stop_time"))
+                           for st in stages])
 
     def predict(self):
         import remat
@@ -556,6 +557,9 @@ class ProfilePass:
         for i, st in enumerate(stages):
             st["fwd_time"] = statistics.median(t[i][0] for t in self.times)
             st["bwd_time"] = statistics.median(t[i][1] for t in self.times)
+            if "stop_time" in st:  # (the stopped Fall, never above the whole one)
+                st["stop_time"] = min(st["fwd_time"], statistics.median(
+                    t[i][2] if t[i][2] is not None else t[i][0] for t in self.times))
         med = remat.Chain(stages, self.chain.input_bytes, self.chain.input_grad_bytes,
                           time_unit="ms")
         for pt in self.points:

@@ -97,6 +97,48 @@ static void chain_create_options(void) {
     ASSERT_TRUE(c == NULL);
 }
 
+/* The stopped Fall's fields through remat_chain_create: defaults where the
+ * has_ flag is 0 (whatever the value), each bad value named. */
+static void chain_create_stops(void) {
+    remat_stage st[2] = {test_stage_full(4, 2, 10, 20, 10, 7, 0), test_stage(1, 1, 1, 1)};
+    st[0].stop_time = 99; /* not read: has_stop_time is 0 */
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_OK);
+    ASSERT_NEAR(c->stages[0].stop_time, 4, 0);
+    ASSERT_EQ_U64(c->stages[0].stop_saved_bytes, 20);
+    ASSERT_EQ_U64(c->stages[0].stop_overhead, 7); /* fall_overhead's default, fwd_overhead */
+    remat_chain_free(c);
+    st[0].has_stop_time = st[0].has_stop_saved_bytes = st[0].has_stop_overhead = 5;
+    st[0].stop_time = 4;
+    st[0].stop_saved_bytes = 0;
+    st[0].stop_overhead = 100;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_OK);
+    ASSERT_EQ_INT(c->stages[0].has_stop_time, 1); /* flags read as 0 or 1 */
+    ASSERT_EQ_U64(c->stages[0].stop_overhead, 100);
+    remat_chain_free(c);
+    st[0].stop_time = 4.5;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "chain: stages[0].stop_time: 4.5 is more than fwd_time 4");
+    st[0].stop_time = NAN;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].stop_time: not a finite number");
+    st[0].stop_time = 0;
+    st[0].stop_saved_bytes = 21;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].stop_saved_bytes: 21 is more than saved_bytes 20");
+    st[0].stop_saved_bytes = 20;
+    st[0].stop_overhead = REMAT_MAX_BYTES;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "stages[0].stop_overhead: size 9007199254740992 is 2^53");
+    st[0].stop_overhead = 0;
+    st[1].has_stop_saved_bytes = 1; /* the loss */
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message,
+                    "stages[1].stop_saved_bytes: the loss stage (the last) has no stopped Fall");
+    ASSERT_TRUE(c == NULL);
+}
+
 static void op_text_round_trips(void) {
     const char *good[] = {"Fn 1", "Fck 12", "Fall 3", "B 7", "Del a[0]", "Del abar[4]",
                           "Off abar[2]", "Pre a[9]", "Wait abar[1]", "Fall 3/1", "Fall 12/255"};
@@ -304,6 +346,7 @@ static void version_and_status_names(void) {
 static const test_case cases[] = {
     {"chain_create_validates", chain_create_validates},
     {"chain_create_options", chain_create_options},
+    {"chain_create_stops", chain_create_stops},
     {"op_text_round_trips", op_text_round_trips},
     {"algorithm_names_round_trip", algorithm_names_round_trip},
     {"algorithm_table", algorithm_table},

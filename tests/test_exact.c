@@ -385,6 +385,234 @@ static void test_brute_force_options(void) {
     ASSERT_TRUE(partial > 20); /* the optimum often uses a partial save */
 }
 
+/* ---- The stopped Fall: the reference with the op after each op known ----
+ * A state is the values held, next_b and the op chosen to run next but not
+ * yet run (pending). Choosing the op after it runs the pending one, which
+ * then knows whether it stops (docs/formats.md: a full-save Fall i, i < n,
+ * that finds abar[i] not held and is followed by B i). It reads the stop
+ * fields itself and shares no code with the library. */
+
+/* The code of an abar[i] made by a stopped Fall: past every option's. */
+static uint8_t sref_stop(const remat_chain *c) { return (uint8_t)ref_radix(c); }
+
+static uint64_t sref_vbytes(const remat_chain *c, size_t j, int h) {
+    if (h != sref_stop(c)) return vbytes(c, j, h);
+    const remat_stage *sg = &c->stages[j - 1];
+    return sg->has_stop_saved_bytes ? sg->stop_saved_bytes : sg->saved_bytes;
+}
+
+static size_t sref_states(const remat_chain *c) {
+    size_t k = c->n + 1, r = ref_radix(c) + 1;
+    for (size_t j = 0; j <= c->n; j++) k *= r;
+    return k;
+}
+
+static size_t sref_id(const remat_chain *c, const ref_state *s) {
+    size_t id = (size_t)s->b, r = ref_radix(c) + 1;
+    for (size_t j = 0; j <= c->n; j++) id = id * r + s->v[j];
+    return id;
+}
+
+static void sref_decode(const remat_chain *c, size_t id, ref_state *s) {
+    size_t r = ref_radix(c) + 1;
+    for (size_t j = c->n + 1; j-- > 0;) {
+        s->v[j] = (uint8_t)(id % r);
+        id /= r;
+    }
+    s->b = (int)id;
+}
+
+/* ref_apply with the stopped Fall (op: 0 Fn, 1 Fck, 2 + k Fall i/k, REF_*). */
+static int sref_apply(const remat_chain *c, const ref_state *s, int op, size_t i, int stops,
+                      ref_state *t, uint64_t *during, double *time) {
+    *t = *s;
+    uint64_t mem = remat_chain_d_bytes(c, (size_t)s->b);
+    for (size_t j = 0; j <= c->n; j++) mem += sref_vbytes(c, j, s->v[j]);
+    const remat_stage *sg = i >= 1 ? &c->stages[i - 1] : NULL;
+    if (op < REF_B) {
+        if (i < 1 || (int)i > s->b || s->v[i - 1] == 0) return 0;
+        int k = op - 2;
+        if (k > (int)sg->n_options) return 0;
+        int fall = op >= 2, have = s->v[i];
+        int adds = fall ? have < 2 : have == 0;
+        int code = stops ? sref_stop(c) : fall ? op : 1;
+        uint64_t fall_ov = sg->has_fall_overhead ? sg->fall_overhead : sg->fwd_overhead;
+        uint64_t ov = !fall ? sg->fwd_overhead
+                      : stops ? (sg->has_stop_overhead ? sg->stop_overhead : fall_ov)
+                      : k > 0 ? sg->options[k - 1].fall_overhead
+                              : fall_ov;
+        *during = mem + (adds ? sref_vbytes(c, i, code) : 0) + ov;
+        *time = stops && sg->has_stop_time ? sg->stop_time : sg->fwd_time;
+        if (adds) t->v[i] = (uint8_t)code;
+        if (op == 0 && s->v[i - 1] == 1) t->v[i - 1] = 0;
+        return 1;
+    }
+    if (op == REF_B) {
+        if (i < 1 || (int)i != s->b || s->v[i] < 2 || s->v[i - 1] == 0) return 0;
+        int k = s->v[i] == sref_stop(c) ? 0 : s->v[i] - 2; /* a stopped abar is the full save's */
+        *during = mem + remat_chain_d_bytes(c, i - 1) +
+                  (k ? sg->options[k - 1].bwd_overhead : sg->bwd_overhead);
+        *time = k ? sg->options[k - 1].bwd_time : sg->bwd_time;
+        t->b = (int)i - 1;
+        t->v[i] = 0;
+        if (s->v[i - 1] == 1) t->v[i - 1] = 0;
+        return 1;
+    }
+    if (op == REF_DEL_A ? s->v[i] != 1 : s->v[i] < 2) return 0;
+    *during = mem;
+    *time = 0;
+    t->v[i] = 0;
+    return 1;
+}
+
+/* As reference(), over (state, pending op) pairs, by a work list. */
+static int stop_reference(const remat_chain *c, uint64_t limit, int no_del, int by_peak,
+                          double *best_time, uint64_t *best_peak) {
+    size_t n = c->n, S = sref_states(c);
+    int ops[3 + REMAT_MAX_OPTIONS + 3], n_ops = 0;
+    for (int op = 0; op < 3 + (int)ref_radix(c) - 2; op++) ops[n_ops++] = op;
+    ops[n_ops++] = REF_B;
+    if (!no_del) ops[n_ops++] = REF_DEL_A, ops[n_ops++] = REF_DEL_ABAR;
+    size_t P = 1 + (size_t)n_ops * (n + 1); /* pending: 0 none, else 1 + o * (n + 1) + i */
+    size_t N = S * P;
+    double *dist = malloc(N * sizeof *dist);
+    uint64_t *pk = malloc(N * sizeof *pk);
+    size_t *queue = malloc(N * sizeof *queue);
+    uint8_t *queued = calloc(N, 1);
+    if (!dist || !pk || !queue || !queued) exit(3);
+    for (size_t k = 0; k < N; k++) dist[k] = INFINITY, pk[k] = UINT64_MAX;
+    ref_state s0;
+    memset(&s0, 0, sizeof s0);
+    s0.b = (int)n;
+    s0.v[0] = 1;
+    size_t start = sref_id(c, &s0) * P, head = 0, len = 1;
+    dist[start] = 0;
+    pk[start] = c->input_bytes;
+    queue[0] = start;
+    queued[start] = 1;
+    ref_state g;
+    memset(&g, 0, sizeof g);
+    size_t goal = sref_id(c, &g);
+    double best = INFINITY;
+    uint64_t bpeak = UINT64_MAX;
+    while (len) {
+        size_t u = queue[head];
+        head = (head + 1) % N;
+        len--;
+        queued[u] = 0;
+        ref_state s, t;
+        sref_decode(c, u / P, &s);
+        size_t p = u % P;
+        int pop = p ? ops[(p - 1) / (n + 1)] : -1;
+        size_t pi = p ? (p - 1) % (n + 1) : 0;
+        for (size_t q = 0; q < P; q++) { /* q = 0: the schedule ends after the pending op */
+            if (!p && !q) continue;
+            int qop = q ? ops[(q - 1) / (n + 1)] : -1;
+            size_t qi = q ? (q - 1) % (n + 1) : 0;
+            uint64_t during = 0;
+            double tm = 0;
+            t = s;
+            if (p) {
+                int stops = pop == 2 && pi < n && s.v[pi] < 2 && qop == REF_B && qi == pi;
+                if (!sref_apply(c, &s, pop, pi, stops, &t, &during, &tm)) break; /* for any q */
+            }
+            uint64_t pv = during > pk[u] ? during : pk[u];
+            double dv = dist[u] + tm;
+            if (!by_peak && during > limit) continue; /* it may stop before another q */
+            if (!q) {
+                if (sref_id(c, &t) == goal && (by_peak ? pv < bpeak : dv < best))
+                    best = dv, bpeak = pv;
+                continue;
+            }
+            size_t v = sref_id(c, &t) * P + q;
+            if (by_peak ? pv < pk[v] : dv < dist[v]) {
+                if (by_peak) pk[v] = pv;
+                else dist[v] = dv;
+                if (!queued[v]) {
+                    queue[(head + len) % N] = v;
+                    len++;
+                    queued[v] = 1;
+                }
+            }
+        }
+    }
+    *best_time = best;
+    *best_peak = bpeak;
+    free(dist);
+    free(pk);
+    free(queue);
+    free(queued);
+    return by_peak ? bpeak != UINT64_MAX : best < INFINITY;
+}
+
+/* exact against the stop reference on random tiny chains with stop fields;
+ * *stopped counts the stopped Falls in exact's schedules whose figures
+ * differ from the plain ones, *gains the cases where the stop fields make
+ * exact faster than on the chain without them. */
+static void test_brute_force_stops(void) {
+    test_rng r = {26112026};
+    int infeasible = 0, stopped = 0, gains = 0, worse = 0;
+    for (int it = 0; it < 300; it++) {
+        test_chain_spec sp = {.n = 2 + (size_t)(it % 3), .max_bytes = 6,
+                              .overheads = it % 3 != 0, .grad_sizes = it % 2,
+                              .zero_sizes = it % 5 == 0, .int_times = it % 4 != 3};
+        test_option_spec x = {1, 1};
+        remat_chain *base = test_random_chain_with(&r, &sp, it % 5 == 0 && sp.n < 4 ? &x : NULL);
+        remat_chain *c = test_with_stops(&r, base, it % 2 ? TEST_STOPS_RANDOM : TEST_STOPS_BENIGN,
+                                         sp.max_bytes);
+        uint64_t peak;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        uint64_t m = test_rng_range(&r, c->input_bytes, peak);
+        for (int no_del = 0; no_del <= 1; no_del++) {
+            double rt, dummy;
+            uint64_t rp, minp;
+            ASSERT_TRUE(stop_reference(c, m, no_del, 1, &dummy, &minp));
+            int feas = stop_reference(c, m, no_del, 0, &rt, &rp);
+            remat_schedule *s = NULL, *t = NULL;
+            remat_error e, e2;
+            remat_status st = solve(c, REMAT_ALG_EXACT, m, no_del, &s, &e);
+            int good = feas ? st == REMAT_OK && test_schedule_ok(c, s, m) &&
+                                  fabs(s->time - rt) <= 1e-9 * (1 + rt) && minp <= m
+                            : st == REMAT_E_INFEASIBLE && e.min_memory == minp && minp > m;
+            if (!good)
+                fprintf(stderr, "  chain %d (no_del %d, limit %llu): exact %s (time %g), "
+                        "reference %s time %g, min peak %llu\n", it, no_del,
+                        (unsigned long long)m, remat_status_name(st), s ? s->time : -1.0,
+                        feas ? "feasible" : "infeasible", rt, (unsigned long long)minp);
+            ASSERT_TRUE(good);
+            infeasible += !feas;
+            if (s) {
+                remat_exec_plan *pl = NULL;
+                ASSERT_STATUS(remat_exec_plan_create(c, s, &pl, NULL), REMAT_OK);
+                for (size_t k = 0; k < pl->n_steps; k++) {
+                    const remat_stage *sg = &c->stages[pl->steps[k].op.index - 1];
+                    stopped += pl->steps[k].stops &&
+                               (sg->stop_time != sg->fwd_time ||
+                                sg->stop_saved_bytes != sg->saved_bytes ||
+                                sg->stop_overhead != sg->fall_overhead);
+                }
+                remat_exec_plan_free(pl);
+            }
+            remat_status st2 = solve(base, REMAT_ALG_EXACT, m, no_del, &t, &e2);
+            if (st == REMAT_OK && st2 == REMAT_OK) {
+                gains += s->time < t->time - 1e-9 * (1 + t->time);
+                worse += s->time > t->time + 1e-9 * (1 + t->time);
+                if (it % 2 == 0) ASSERT_LE_DBL(s->time, t->time, 1e-9 * (1 + t->time));
+            }
+            if (it % 2 == 0 && st2 == REMAT_OK) ASSERT_EQ_INT(st, REMAT_OK); /* benign */
+            remat_schedule_free(s);
+            remat_schedule_free(t);
+        }
+        remat_chain_free(c);
+        remat_chain_free(base);
+    }
+    printf("  stop reference: %d infeasible, %d stopped Falls that differ, faster on %d, slower "
+           "on %d\n", infeasible, stopped, gains, worse);
+    ASSERT_TRUE(infeasible > 10);
+    ASSERT_TRUE(stopped > 50);
+    ASSERT_TRUE(gains > 20);
+}
+
 /* Del never hurts: exact <= exact_no_del, on slightly longer chains. */
 static void test_del_never_hurts(void) {
     test_rng r = {77};
@@ -422,5 +650,6 @@ static const test_case cases[] = {
     {"brute_force_tiny", test_brute_force_tiny},
     {"brute_force_options", test_brute_force_options},
     {"del_never_hurts", test_del_never_hurts},
+    {"brute_force_stops", test_brute_force_stops},
 };
 TEST_MAIN(cases)

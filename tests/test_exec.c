@@ -118,6 +118,49 @@ static void test_upgrade_and_noop(void) {
     remat_chain_free(c);
 }
 
+/* A plan step says whether its Fall stops: a full save followed by its B
+ * (not the loss, not a partial save, not over a held abar); the stopped
+ * Fall's figures are the plan's. */
+static void test_stops(void) {
+    remat_stage_option o = {"half", 150, 0, 3, 0};
+    remat_stage st[3];
+    memset(st, 0, sizeof st);
+    for (size_t i = 0; i < 3; i++) {
+        st[i].fwd_time = 2;
+        st[i].bwd_time = 2;
+        st[i].out_bytes = st[i].grad_bytes = 10 * (i + 1);
+        st[i].saved_bytes = 100 * (i + 1);
+    }
+    st[0].stop_time = 0.5;
+    st[0].has_stop_time = 1;
+    st[0].stop_saved_bytes = 4; /* below a[1]: the stopped Fall makes no a[1] */
+    st[0].has_stop_saved_bytes = 1;
+    st[1].options = &o;
+    st[1].n_options = 1;
+    remat_chain *c = NULL;
+    ASSERT_STATUS(remat_chain_create("stops", 5, 5, st, 3, &c, NULL), REMAT_OK);
+    const char *ops[] = {"Fck 1", "Fall 2/1", "Fall 3", "B 3", "B 2", "Fall 1", "B 1"};
+    remat_schedule *s = parse_ops(ops, 7);
+    ASSERT_TRUE(s);
+    remat_exec_plan *p = NULL;
+    ASSERT_STATUS(remat_exec_plan_create(c, s, &p, NULL), REMAT_OK);
+    const remat_exec_step *x = p->steps;
+    for (size_t k = 0; k < 7; k++) ASSERT_EQ_INT(x[k].stops, k == 5);
+    EXPECT_REFS(x[5].creates, x[5].n_creates, "abar[1]");
+    ASSERT_EQ_U64(x[5].mem_during - x[4].mem_after, 4);
+    ASSERT_NEAR(x[5].end - x[5].start, 0.5, 0);
+    ASSERT_EQ_INT(x[6].option, 0);
+    EXPECT_REFS(x[6].frees, x[6].n_frees, "a[0] abar[1] d[1]");
+    ASSERT_EQ_U64(x[6].mem_after, 5); /* the 4 bytes are freed: only d[0] is left */
+    remat_exec_plan_free(p);
+    /* the timed plan says the same */
+    ASSERT_STATUS(remat_exec_plan_create_timed(c, s, 7, &p, NULL), REMAT_OK);
+    for (size_t k = 0; k < 7; k++) ASSERT_EQ_INT(p->steps[k].stops, k == 5);
+    remat_exec_plan_free(p);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
 static void test_del(void) {
     remat_chain *c = small_chain(2);
     ASSERT_TRUE(c);
@@ -596,6 +639,7 @@ static const test_case cases[] = {
     {"hand_schedule", test_hand_schedule},
     {"upgrade_and_noop", test_upgrade_and_noop},
     {"del", test_del},
+    {"stops", test_stops},
     {"rejects", test_rejects},
     {"solver_plans", test_solver_plans},
     {"offload_hand", test_offload_hand},

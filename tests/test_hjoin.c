@@ -17,6 +17,7 @@ typedef struct net_spec {
     int overheads, grad_sizes, zero_sizes, int_times;
     test_option_spec saves; /* fall_overhead and partial saves (options) */
     int ordered;            /* the branches run in order */
+    int stops;              /* 0: no stop fields; else 1 + a TEST_STOPS_ mode */
 } net_spec;
 
 static remat_stage random_turn(test_rng *r, const net_spec *sp) {
@@ -54,6 +55,11 @@ static remat_hjoin *random_net(test_rng *r, const net_spec *sp) {
                                    sp->zero_sizes, sp->int_times};
         cs[j] = test_random_chain_with(r, &cs_spec, &sp->saves);
         faster_saves(r, cs[j]);
+        if (sp->stops) { /* every branch stage may get them; the chain's loss does not */
+            remat_chain *w = test_with_stops(r, cs[j], sp->stops - 1, sp->max_bytes);
+            remat_chain_free(cs[j]);
+            cs[j] = w;
+        }
         snprintf(br[j].name, sizeof br[j].name, "b%zu", j + 1);
         br[j].input_bytes = cs[j]->input_bytes;
         br[j].input_grad_bytes = test_rng_range(r, 0, 3) == 0 ? 0 : cs[j]->input_grad_bytes;
@@ -182,7 +188,7 @@ static void bf_apply(bf_search *b, size_t depth, const remat_hjoin_op *ops, size
     for (size_t i = 0; i < n; i++) {
         uint64_t during;
         double t;
-        if (!remat__hjoin_apply(b->net, st, ops[i], &during, &t, why, sizeof why)) {
+        if (!remat__hjoin_apply(b->net, st, ops[i], i + 1 < n ? &ops[i + 1] : NULL, &during, &t, why, sizeof why)) {
             fprintf(stderr, "brute force: an op of the class fails: %s\n", why);
             abort();
         }
@@ -251,11 +257,15 @@ static void bf_level(bf_search *b, size_t depth, const bf_node *node, uint64_t p
 static void bf_segment(bf_search *b, size_t depth, const bf_node *node, size_t m, uint32_t s,
                        uint32_t e, uint64_t peak, double time) {
     bf_node next = *node;
-    push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
-    if (s < e) push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s + 1, e});
+    /* s == e: B s comes right after the Fall, which may stop, so the two run
+     * as one step (bf_apply shows each op the one after it) */
+    if (s < e) {
+        push_task(&next, (bf_task){BT_B, (uint8_t)m, s, s});
+        push_task(&next, (bf_task){BT_SEG, (uint8_t)m, s + 1, e});
+    }
     for (size_t k = 0; k < saves_of(b->net, m, s); k++) {
-        remat_hjoin_op fall = fall_op(m, s, k);
-        bf_apply(b, depth, &fall, 1, &next, peak, time);
+        remat_hjoin_op pair[2] = {fall_op(m, s, k), hop(REMAT_HJOIN_OP_B, m, s)};
+        bf_apply(b, depth, pair, s < e ? 1 : 2, &next, peak, time);
     }
     for (uint32_t sp = s + 1; sp <= e; sp++) {
         remat_hjoin_op ops[64];
@@ -337,6 +347,18 @@ static int uses_partial_save(const remat_hjoin_schedule *s) {
     return 0;
 }
 
+static size_t stop_pairs; /* schedules with a full-save Fall j.i right before B j.i */
+
+static int has_stop_pair(const remat_hjoin_schedule *s) {
+    for (size_t k = 0; k + 1 < s->n_ops; k++) {
+        remat_hjoin_op a = s->ops[k], b = s->ops[k + 1];
+        if (a.kind == REMAT_HJOIN_OP_FALL && !a.option && b.kind == REMAT_HJOIN_OP_B &&
+            a.branch == b.branch && a.index == b.index)
+            return 1;
+    }
+    return 0;
+}
+
 /* The solver at every limit from below the front's least peak to above the
  * store-all peak, exact bytes: equal to brute force, every schedule valid. */
 static int agree_with_brute_force(const remat_hjoin *j, bf_search *b, size_t *compared) {
@@ -377,6 +399,7 @@ static int agree_with_brute_force(const remat_hjoin *j, bf_search *b, size_t *co
                         (unsigned long long)m, s->time, want);
             (*compared)++;
             partial_schedules += uses_partial_save(s);
+            stop_pairs += has_stop_pair(s);
         }
         remat_hjoin_schedule_free(s);
     }
@@ -404,15 +427,17 @@ static void random_spec_saves(test_rng *r, net_spec *sp, size_t k, uint32_t maxl
     sp->saves.options = most;
 }
 
-static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
-                           size_t most, int ordered) {
+static void run_random_stops(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
+                             size_t most, int ordered, int stops) {
     test_rng r = {seed};
     size_t compared = 0;
     partial_schedules = 0;
+    stop_pairs = 0;
     for (size_t it = 0; it < count; it++) {
         net_spec sp;
         random_spec_saves(&r, &sp, k, maxlen, most);
         sp.ordered = ordered;
+        sp.stops = stops;
         remat_hjoin *j = random_net(&r, &sp);
         int ok = agree_with_brute_force(j, &bf, &compared);
         if (!ok) {
@@ -427,7 +452,14 @@ static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxle
     }
     printf("  %zu random networks, %zu limits compared", count, compared);
     if (most) printf(", %zu schedules with a partial save", partial_schedules);
+    if (stops) printf(", %zu with a Fall j.i right before B j.i", stop_pairs);
     printf("\n");
+    if (stops) ASSERT_TRUE(stop_pairs > 0);
+}
+
+static void run_random_all(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
+                           size_t most, int ordered) {
+    run_random_stops(seed, count, k, maxlen, most, ordered, 0);
 }
 
 static void run_random_saves(uint64_t seed, size_t count, size_t k, uint32_t maxlen,
@@ -447,6 +479,60 @@ static void test_brute_force_four_branches(void) { run_random(14, 20, 4, 1); }
 static void test_brute_force_saves_one_branch(void) { run_random_saves(15, 80, 1, 4, 2); }
 static void test_brute_force_saves_two_branches(void) { run_random_saves(16, 150, 2, 3, 2); }
 static void test_brute_force_saves_three_branches(void) { run_random_saves(17, 60, 3, 2, 2); }
+/* Stop fields on the branch stages (random ones may raise the Fall's memory;
+ * benign ones never do): the brute force runs each Fall s; B s of a segment
+ * with the simulator's stopped Fall, and the solver must equal it. */
+static void test_brute_force_stops(void) {
+    run_random_stops(21, 120, 1, 4, 0, 0, 1 + TEST_STOPS_RANDOM);
+    run_random_stops(22, 120, 2, 3, 0, 0, 1 + TEST_STOPS_RANDOM);
+    run_random_stops(23, 60, 3, 2, 2, 0, 1 + TEST_STOPS_RANDOM);
+    run_random_stops(24, 100, 2, 3, 1, 0, 1 + TEST_STOPS_BENIGN);
+    run_random_stops(25, 60, 2, 3, 1, 1, 1 + TEST_STOPS_RANDOM);
+}
+
+/* Stop fields set to their defaults explicitly: the same schedules, op for op,
+ * as without them (the solver's figures are the same numbers). */
+static void test_stop_defaults_same_schedules(void) {
+    size_t same = 0;
+    for (int it = 0; it < 80; it++) {
+        remat_hjoin *j[2];
+        for (int v = 0; v < 2; v++) {
+            test_rng r = {(uint64_t)(500 + it)};
+            net_spec sp;
+            random_spec_saves(&r, &sp, 1 + (size_t)it % 3, 3, (size_t)it % 2);
+            sp.stops = v ? 1 + TEST_STOPS_DEFAULTS : 0;
+            j[v] = random_net(&r, &sp);
+        }
+        ASSERT_TRUE(j[1]->branches[0].stages[0].has_stop_time);
+        ASSERT_EQ_INT(j[0]->branches[0].stages[0].has_stop_time, 0);
+        uint64_t peak = 0, mm = 0;
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = 0;
+        ASSERT_STATUS(remat_hjoin_store_all_cost(j[0], &peak, NULL, NULL), REMAT_OK);
+        ASSERT_STATUS(remat_hjoin_min_memory(j[0], &o, &mm, NULL), REMAT_OK);
+        for (uint64_t m = mm; m <= peak; m++) {
+            remat_hjoin_schedule *s[2] = {NULL, NULL};
+            ASSERT_STATUS(solve_at(j[0], m, 0, &s[0], NULL), REMAT_OK);
+            ASSERT_STATUS(solve_at(j[1], m, 0, &s[1], NULL), REMAT_OK);
+            ASSERT_EQ_U64(s[0]->n_ops, s[1]->n_ops);
+            for (size_t k = 0; k < s[0]->n_ops; k++) { /* field by field: the struct has padding */
+                remat_hjoin_op a = s[0]->ops[k], b = s[1]->ops[k];
+                ASSERT_TRUE(a.kind == b.kind && a.branch == b.branch && a.index == b.index &&
+                            a.option == b.option);
+            }
+            ASSERT_EQ_U64(s[0]->peak_bytes, s[1]->peak_bytes);
+            ASSERT_TRUE(s[0]->time == s[1]->time);
+            same++;
+            remat_hjoin_schedule_free(s[0]);
+            remat_hjoin_schedule_free(s[1]);
+        }
+        remat_hjoin_free(j[0]);
+        remat_hjoin_free(j[1]);
+    }
+    printf("  %zu limits: the same schedules\n", same);
+}
+
 /* Ordered networks: the brute force runs the branches in order too. */
 static void test_brute_force_ordered(void) {
     run_random_all(18, 80, 2, 3, 1, 1);
@@ -583,7 +669,8 @@ static remat_hjoin *order_conflict(void);
  * (the gradients held follow from those). Edges are the simulator's ops
  * (remat__hjoin_apply) whose memory in use fits the limit; persistence is
  * not required (an Fn may drop any plain value), Del is not an op here. The
- * nested solver can only be slower. */
+ * nested solver can only be slower. Each op is applied without its successor
+ * (no stopped Fall): it runs on networks without stop fields only. */
 
 #define EX_KEY 24
 
@@ -748,7 +835,7 @@ static double exact_join(const remat__hjoin_net *net, uint64_t limit) {
                     remat__hjoin_state_copy(net, &nx, &st);
                     uint64_t during;
                     double t;
-                    if (!remat__hjoin_apply(net, &nx, op, &during, &t, why, sizeof why) ||
+                    if (!remat__hjoin_apply(net, &nx, op, NULL, &during, &t, why, sizeof why) ||
                         during > limit)
                         continue;
                     ex_key(net, &nx, key);
@@ -1233,6 +1320,85 @@ static void test_flatten(void) {
 
 /* hand_net with stage 1.1 given a Fall overhead of 2 and one partial save:
  * abar 2, Fall overhead 1, B time 5, B overhead 4. */
+/* hand_net with stop fields on stage 1.2 (or on the turn when `turn`). */
+static remat_status hand_net_stops(int turn, remat_hjoin **j, remat_error *e) {
+    remat_stage b1[2] = {test_stage_full(1, 2, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 2, 1, 0, 0)};
+    remat_stage b2[1] = {test_stage_full(2, 2, 3, 4, 3, 0, 0)};
+    remat_stage t = test_stage_full(0.5, 0.5, 0, 1, 0, 2, 0);
+    remat_stage *at = turn ? &t : &b1[1];
+    at->stop_time = 0.5;
+    at->stop_saved_bytes = 0; /* below out_bytes: a[1.2] is not made */
+    at->stop_overhead = 3;
+    at->has_stop_time = at->has_stop_saved_bytes = at->has_stop_overhead = 1;
+    remat_hjoin_branch br[2];
+    memset(br, 0, sizeof br);
+    br[0] = (remat_hjoin_branch){"text", 4, 0, 2, b1};
+    br[1] = (remat_hjoin_branch){"image", 3, 3, 1, b2};
+    return remat_hjoin_create("stops", "ms", 2, br, &t, j, e);
+}
+
+/* A full-save Fall j.i right before B j.i stops: the simulator and the plan
+ * take the stopped figures; the fields survive the document; the turn
+ * refuses them. */
+static void test_stops_by_hand(void) {
+    remat_hjoin *plain = hand_net(), *j = NULL;
+    remat_error e;
+    ASSERT_STATUS(hand_net_stops(0, &j, &e), REMAT_OK);
+    remat_hjoin_schedule *s = SCHED("Fck 1.1", "Fn 1.2", "Fall 2.1", "T", "B 2.1", "Fall 1.1",
+                                    "Fall 1.2", "B 1.2", "B 1.1");
+    remat_hjoin_exec_plan *p = NULL, *q = NULL;
+    ASSERT_STATUS(remat_hjoin_exec_plan_create(j, s, &p, &e), REMAT_OK);
+    ASSERT_STATUS(remat_hjoin_exec_plan_create(plain, s, &q, &e), REMAT_OK);
+    ASSERT_NEAR(q->time, 12, 1e-12);
+    ASSERT_NEAR(p->time, 11.5, 1e-12); /* Fall 1.2 takes stop_time 0.5 */
+    for (size_t k = 0; k < p->n_steps; k++) {
+        ASSERT_EQ_INT(p->steps[k].stops, k == 6);
+        ASSERT_EQ_INT(q->steps[k].stops, k == 6); /* the defaults: stops, changes nothing */
+        if (k == 6) continue;
+        /* B 1.2 holds the smaller abar (0 bytes, not 2) */
+        ASSERT_EQ_U64(p->steps[k].mem_during + (k == 7 ? 2 : 0), q->steps[k].mem_during);
+    }
+    /* abar 0 + overhead 3 where the plain Fall adds abar 2 + overhead 0 */
+    ASSERT_EQ_U64(p->steps[6].mem_during, q->steps[6].mem_during + 1);
+    ASSERT_EQ_U64(p->steps[6].mem_after, q->steps[6].mem_after - 2);
+    remat_hjoin_sim_result *r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 11.5, 1e-12);
+    for (size_t k = 0; k < p->n_steps; k++) ASSERT_EQ_U64(p->steps[k].mem_during, r->mem_during[k]);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_exec_plan_free(p);
+    remat_hjoin_exec_plan_free(q);
+    remat_hjoin_schedule_free(s);
+    /* not right before B 1.2: the plain Fall */
+    s = SCHED("Fck 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2", "Fall 1.1", "B 1.1");
+    r = sim(j, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 11, 1e-12);
+    remat_hjoin_sim_result_free(r);
+    remat_hjoin_schedule_free(s);
+    char *text = NULL;
+    ASSERT_STATUS(remat_hjoin_to_json(j, &text, &e), REMAT_OK);
+    ASSERT_CONTAINS(text, "\"stop_saved_bytes\": 0");
+    remat_hjoin *back = NULL;
+    ASSERT_STATUS(remat_hjoin_from_json(text, strlen(text), "j", &back, &e), REMAT_OK);
+    const remat_stage *st = &back->branches[0].stages[1];
+    ASSERT_TRUE(st->has_stop_time && st->has_stop_saved_bytes && st->has_stop_overhead);
+    ASSERT_EQ_U64(st->stop_overhead, 3);
+    ASSERT_EQ_INT(back->branches[0].stages[0].has_stop_time, 0);
+    remat_hjoin_free(back);
+    remat_free(text);
+    ASSERT_STATUS(hand_net_stops(1, &back, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "turn.stop_time: the turn has no stopped Fall");
+    const char *doc = "{\"format\": \"remat-join-2\", \"branches\": [{\"input_bytes\": 1, "
+                      "\"stages\": [{\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, "
+                      "\"saved_bytes\": 1}]}], \"turn\": "
+                      "{\"fwd_time\": 0, \"bwd_time\": 0, \"stop_overhead\": 1}}";
+    ASSERT_STATUS(remat_hjoin_from_json(doc, strlen(doc), "t", &back, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, "turn.stop_overhead: the turn has no stopped Fall");
+    remat_hjoin_free(j);
+    remat_hjoin_free(plain);
+}
+
 static remat_hjoin *hand_net_saves(remat_stage_option *opt) {
     remat_stage b1[2] = {test_stage_full(1, 2, 2, 3, 2, 0, 0), test_stage_full(1, 1, 1, 2, 1, 0, 0)};
     remat_stage b2[1] = {test_stage_full(2, 2, 3, 4, 3, 0, 0)};
@@ -1373,7 +1539,7 @@ static void test_ordered(void) {
     remat_hjoin_free(back);
     const char *bad = "{\"format\": \"remat-join-2\", \"ordered\": 1, \"branches\": "
                       "[{\"input_bytes\": 1, \"stages\": [{\"fwd_time\": 1, \"bwd_time\": 1, "
-                      "\"out_bytes\": 1}]}], \"turn\": {\"fwd_time\": 0, \"bwd_time\": 0}}";
+                      "\"out_bytes\": 1, \"saved_bytes\": 1}]}], \"turn\": {\"fwd_time\": 0, \"bwd_time\": 0}}";
     ASSERT_STATUS(remat_hjoin_from_json(bad, strlen(bad), "o.json", &back, &e), REMAT_E_INPUT);
     ASSERT_CONTAINS(e.message, "o.json: ordered: expected true or false");
     /* unordered, the smallest limit is at most the ordered one */
@@ -1574,6 +1740,9 @@ static const test_case cases[] = {
     {"curve_saves", test_curve_saves},
     {"saves_by_hand", test_saves_by_hand},
     {"brute_force_ordered", test_brute_force_ordered},
+    {"brute_force_stops", test_brute_force_stops},
+    {"stops_by_hand", test_stops_by_hand},
+    {"stop_defaults_same_schedules", test_stop_defaults_same_schedules},
     {"ordered", test_ordered},
 };
 TEST_MAIN(cases)

@@ -27,7 +27,14 @@ static int chains_equal(const remat_chain *a, const remat_chain *b) {
             x->saved_bytes != y->saved_bytes || x->grad_bytes != y->grad_bytes ||
             x->fwd_overhead != y->fwd_overhead || x->bwd_overhead != y->bwd_overhead ||
             x->fall_overhead != y->fall_overhead || x->has_fall_overhead != y->has_fall_overhead ||
-            x->n_options != y->n_options)
+            x->n_options != y->n_options ||
+            /* a stop field is read only where its flag is set */
+            x->has_stop_time != y->has_stop_time ||
+            (x->has_stop_time && memcmp(&x->stop_time, &y->stop_time, sizeof(double))) ||
+            x->has_stop_saved_bytes != y->has_stop_saved_bytes ||
+            (x->has_stop_saved_bytes && x->stop_saved_bytes != y->stop_saved_bytes) ||
+            x->has_stop_overhead != y->has_stop_overhead ||
+            (x->has_stop_overhead && x->stop_overhead != y->stop_overhead))
             return 0;
         for (size_t k = 0; k < x->n_options; k++) {
             const remat_stage_option *o = &x->options[k], *q = &y->options[k];
@@ -308,6 +315,68 @@ static void chain_options(void) {
     ASSERT_STATUS(chain_text(loss, &c, &e), REMAT_OK);
     ASSERT_EQ_U64(c->stages[1].n_options, 1);
     remat_chain_free(c);
+}
+
+/* The stopped Fall's fields: read, defaults, written only where present,
+ * round trip; each bad value named. */
+static void chain_stops(void) {
+    const char *text = HEAD ST(", \"fall_overhead\": 3, \"stop_time\": 0.5, "
+                               "\"stop_saved_bytes\": 2, \"stop_overhead\": 11")
+        ", " ST(", \"stop_saved_bytes\": 9") ", " ST("") ", " LOSS "]}";
+    remat_chain *c = NULL, *d = NULL;
+    remat_error e;
+    ASSERT_STATUS(chain_text(text, &c, &e), REMAT_OK);
+    const remat_stage *s = c->stages;
+    ASSERT_NEAR(s[0].stop_time, 0.5, 0);
+    ASSERT_EQ_U64(s[0].stop_saved_bytes, 2); /* below out_bytes 5: allowed */
+    ASSERT_EQ_U64(s[0].stop_overhead, 11);   /* above fall_overhead: allowed */
+    ASSERT_TRUE(s[0].has_stop_time && s[0].has_stop_saved_bytes && s[0].has_stop_overhead);
+    /* defaults: fwd_time, saved_bytes, fall_overhead (itself fwd_overhead by default) */
+    ASSERT_EQ_INT(s[1].has_stop_time, 0);
+    ASSERT_NEAR(s[1].stop_time, 1, 0);
+    ASSERT_EQ_U64(s[1].stop_saved_bytes, 9);
+    ASSERT_EQ_INT(s[2].has_stop_saved_bytes, 0);
+    ASSERT_EQ_U64(s[2].stop_saved_bytes, 9);
+    ASSERT_EQ_U64(s[2].stop_overhead, 0);
+    char *t = NULL, *t2 = NULL;
+    ASSERT_STATUS(remat_chain_to_json(c, &t, &e), REMAT_OK);
+    ASSERT_CONTAINS(t, "\"fall_overhead\": 3, \"stop_time\": 0.5, \"stop_saved_bytes\": 2, "
+                       "\"stop_overhead\": 11}");
+    ASSERT_CONTAINS(t, "\"bwd_overhead\": 0, \"stop_saved_bytes\": 9}");
+    const char *third = strstr(strstr(strstr(t, "\n    {") + 1, "\n    {") + 1, "\n    {");
+    ASSERT_TRUE(third && !strstr(third, "stop_"));
+    ASSERT_STATUS(remat_chain_from_json(t, strlen(t), "rt", &d, &e), REMAT_OK);
+    ASSERT_TRUE(chains_equal(c, d));
+    ASSERT_STATUS(remat_chain_to_json(d, &t2, &e), REMAT_OK);
+    ASSERT_TRUE(strcmp(t, t2) == 0);
+    remat_free(t);
+    remat_free(t2);
+    remat_chain_free(d);
+    remat_chain_free(c);
+    static const struct { const char *text, *msg; } bad[] = {
+        {HEAD ST(", \"stop_time\": 1.5") ", " LOSS "]}",
+         "t.json: stages[0].stop_time: 1.5 is more than fwd_time 1"},
+        {HEAD ST(", \"stop_time\": -1") ", " LOSS "]}", "stages[0].stop_time: negative time"},
+        {HEAD ST(", \"stop_saved_bytes\": 10") ", " LOSS "]}",
+         "t.json: stages[0].stop_saved_bytes: 10 is more than saved_bytes 9"},
+        {HEAD ST(", \"stop_overhead\": -1") ", " LOSS "]}",
+         "stages[0].stop_overhead: negative size"},
+        {HEAD ST(", \"stop_overhead\": 9007199254740992") ", " LOSS "]}",
+         "stages[0].stop_overhead: size 9007199254740992 is 2^53 or more"},
+        {HEAD ST(", \"stop_time\": \"x\"") ", " LOSS "]}",
+         "stages[0].stop_time: expected a number, got a string"},
+        {HEAD ST("") ", {\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, \"saved_bytes\": 1, "
+                      "\"stop_time\": 1}]}",
+         "t.json: stages[1].stop_time: the loss stage (the last) has no stopped Fall"},
+        {HEAD "{\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, \"saved_bytes\": 1, "
+              "\"stop_overhead\": 0}]}",
+         "stages[0].stop_overhead: the loss stage (the last) has no stopped Fall"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        ASSERT_STATUS(chain_text(bad[k].text, &c, &e), REMAT_E_INPUT);
+        ASSERT_CONTAINS(e.message, bad[k].msg);
+        ASSERT_TRUE(c == NULL);
+    }
 }
 
 static void chain_options_random_round_trips(void) {
@@ -912,6 +981,7 @@ static const test_case cases[] = {
     {"chain_save_and_load", chain_save_and_load},
     {"chain_bad_inputs", chain_bad_inputs},
     {"chain_options", chain_options},
+    {"chain_stops", chain_stops},
     {"chain_options_random_round_trips", chain_options_random_round_trips},
     {"chain_options_bad", chain_options_bad},
     {"chain_limits", chain_limits},

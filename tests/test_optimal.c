@@ -124,7 +124,7 @@ static void t_golden_overheads(void) {
  * persistent schedule may then not let Fn free it), and next_b. d[next_b] is
  * the only gradient held. */
 #define BF_SAVES 3 /* the full save and up to two partial saves */
-#define BF_BASE (2 + BF_SAVES)
+#define BF_BASE (3 + BF_SAVES) /* and the abar of a stopped Fall, past them */
 typedef struct bf_node {
     double time;
     uint32_t id;
@@ -142,6 +142,7 @@ typedef struct bf {
 } bf;
 
 static uint8_t bf_digit(uint8_t val, uint8_t opt) {
+    if (val == REMAT__HELD_ABAR && opt == REMAT__OPT_STOP) return 2 + BF_SAVES;
     return val == REMAT__HELD_ABAR ? (uint8_t)(2 + opt) : val;
 }
 
@@ -161,7 +162,7 @@ static void bf_decode(const bf *b, uint32_t id, uint8_t *val, uint8_t *opt, uint
     for (size_t i = 0; i <= b->n; i++) {
         uint8_t d = (uint8_t)(id % BF_BASE);
         val[i] = d >= 2 ? REMAT__HELD_ABAR : d;
-        opt[i] = d >= 2 ? (uint8_t)(d - 2) : 0;
+        opt[i] = d == 2 + BF_SAVES ? REMAT__OPT_STOP : d >= 2 ? (uint8_t)(d - 2) : 0;
         id /= BF_BASE;
     }
     for (size_t i = 0; i <= b->n; i++) kept[i] = (uint8_t)((id >> i) & 1);
@@ -246,7 +247,7 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 uint64_t during;
                 double t;
                 char why[128];
-                if (!remat__sim_apply(c, &st, op, &during, &t, why, sizeof why)) continue;
+                if (!remat__sim_apply(c, &st, op, NULL, &during, &t, why, sizeof why)) continue;
                 if (during > limit) continue;
                 if ((kind == REMAT_OP_FCK || kind == REMAT_OP_FALL) && v2[i - 1]) k2[i - 1] = 1;
                 for (size_t j = 0; j <= c->n; j++)
@@ -298,6 +299,135 @@ static void t_brute_force_persistent(void) {
     ASSERT_TRUE(checked > 50);
     printf("  (%d feasible cases; Del-free non-persistent schedules beat optimal in %d)\n",
            checked, nodel_better);
+}
+
+/* ---- brute force with the stopped Fall: the op after each op known ----
+ * Dijkstra over (state, pending op): choosing an op runs the pending one
+ * with the simulator's rule, told the op after it, so a Fall i followed by
+ * B i stops there and nowhere else. Persistent schedules only. */
+static double brute_force_stops(const remat_chain *c, uint64_t limit) {
+    bf b = {c, c->n, 1, limit, 0, NULL, NULL, 0, 0};
+    uint32_t p3 = 1, kinds = REMAT_OP_B + 1, opts = 1;
+    for (size_t i = 0; i <= c->n; i++) p3 *= BF_BASE;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->stages[i].n_options + 1 > opts) opts = (uint32_t)c->stages[i].n_options + 1;
+    uint32_t P = 1 + kinds * (uint32_t)c->n * opts; /* 0: none; else 1 + (kind, i - 1, k) */
+    uint32_t base_states = (uint32_t)(c->n + 1) * (1u << (c->n + 1)) * p3;
+    b.nstates = base_states * P + 1; /* and the end, the last id */
+    uint32_t goal = b.nstates - 1;
+    b.best = malloc((size_t)b.nstates * sizeof *b.best);
+    if (!b.best) exit(3);
+    for (uint32_t i = 0; i < b.nstates; i++) b.best[i] = INFINITY;
+    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0}, dh[8] = {0};
+    val[0] = REMAT__HELD_A;
+    uint32_t start = bf_encode(&b, val, opt, kept, (uint32_t)c->n) * P;
+    if (c->input_bytes <= limit) {
+        b.best[start] = 0;
+        heap_push(&b, 0, start);
+    }
+    double answer = INFINITY;
+    while (b.hn) {
+        bf_node nd = heap_pop(&b);
+        if (nd.time > b.best[nd.id]) continue;
+        if (nd.id == goal) {
+            answer = nd.time;
+            break;
+        }
+        uint32_t next, p = nd.id % P;
+        bf_decode(&b, nd.id / P, val, opt, kept, &next);
+        remat_op pend = {0, 0, 0, 0};
+        if (p) {
+            uint32_t q = p - 1;
+            pend.kind = (uint8_t)(q / ((uint32_t)c->n * opts));
+            pend.index = (q / opts) % (uint32_t)c->n + 1;
+            pend.option = (uint8_t)(q % opts);
+        }
+        for (uint32_t q = 0; q < P; q++) { /* q = 0: the schedule ends after the pending op */
+            if (!p && !q) continue;
+            remat_op op = {0, 0, 0, 0};
+            if (q) {
+                op.kind = (uint8_t)((q - 1) / ((uint32_t)c->n * opts));
+                op.index = ((q - 1) / opts) % (uint32_t)c->n + 1;
+                op.option = (uint8_t)((q - 1) % opts);
+                if (op.option && op.kind != REMAT_OP_FALL) continue;
+            }
+            uint8_t v2[8], o2[8], k2[8];
+            memcpy(v2, val, sizeof v2);
+            memcpy(o2, opt, sizeof o2);
+            memcpy(k2, kept, sizeof k2);
+            uint32_t nb = next;
+            double t = 0;
+            if (p) {
+                uint32_t i = pend.index;
+                if (pend.kind == REMAT_OP_FN && k2[i - 1] && v2[i - 1] == REMAT__HELD_A) break;
+                memset(dh, 0, sizeof dh);
+                dh[next] = 1;
+                uint64_t mem = remat_chain_d_bytes(c, next);
+                for (size_t j = 0; j <= c->n; j++) mem += remat__value_bytes(c, j, v2[j], o2[j]);
+                remat__sim_state st = {.val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
+                uint64_t during;
+                char why[128];
+                if (!remat__sim_apply(c, &st, pend, q ? &op : NULL, &during, &t, why, sizeof why))
+                    break; /* for any q */
+                if (during > limit) continue; /* it may stop (or not) before another q */
+                if ((pend.kind == REMAT_OP_FCK || pend.kind == REMAT_OP_FALL) && v2[i - 1])
+                    k2[i - 1] = 1;
+                for (size_t j = 0; j <= c->n; j++)
+                    if (v2[j] == REMAT__HELD_NONE) k2[j] = 0;
+                nb = st.next_b;
+            }
+            uint32_t id = q ? bf_encode(&b, v2, o2, k2, nb) * P + q : goal;
+            if (!q && nb != 0) continue;
+            double nt = nd.time + t;
+            if (nt < b.best[id]) {
+                b.best[id] = nt;
+                heap_push(&b, nt, id);
+            }
+        }
+    }
+    free(b.best);
+    free(b.heap);
+    return answer;
+}
+
+/* optimal (exact bytes) == the best persistent schedule by brute force on
+ * small chains with stop fields; and optimal in slots passes the simulator. */
+static void t_brute_force_stops(void) {
+    test_rng r = {2611};
+    int checked = 0, gains = 0, infeasible = 0;
+    for (int it = 0; it < 240; it++) {
+        test_chain_spec sp = {2 + it % 2, 6, it % 2, it % 3 == 0, it % 5 == 0, it % 4 != 0};
+        test_option_spec x = {1, 1};
+        remat_chain *base = test_random_chain_with(&r, &sp, it % 4 == 1 ? &x : NULL);
+        remat_chain *c = test_with_stops(&r, base, it % 3 ? TEST_STOPS_RANDOM : TEST_STOPS_BENIGN,
+                                         sp.max_bytes);
+        double st_time;
+        uint64_t peak = store_peak(c, &st_time);
+        uint64_t lim = c->input_bytes + test_rng_range(&r, 0, peak - c->input_bytes + 1);
+        double bfp = brute_force_stops(c, lim), t = 0, t0 = 0;
+        remat_error e;
+        remat_status s = solve(c, lim, 0, &t, NULL, 0, &e);
+        if (isinf(bfp)) {
+            ASSERT_STATUS(s, REMAT_E_INFEASIBLE);
+            ASSERT_TRUE(e.min_memory > lim);
+            infeasible++;
+        } else {
+            ASSERT_STATUS(s, REMAT_OK);
+            ASSERT_NEAR(t, bfp, 1e-9 * (1 + bfp));
+            checked++;
+            if (solve(base, lim, 0, &t0, NULL, 0, &e) != REMAT_OK || t < t0 - 1e-9 * (1 + t0))
+                gains++;
+        }
+        remat_status s2 = solve(c, lim, 4, &t, NULL, 0, &e); /* in slots: it fits (solve checks) */
+        ASSERT_TRUE(s2 == REMAT_OK || s2 == REMAT_E_INFEASIBLE);
+        remat_chain_free(c);
+        remat_chain_free(base);
+    }
+    printf("  (%d feasible, %d infeasible; the stop fields help on %d)\n", checked, infeasible,
+           gains);
+    ASSERT_TRUE(checked > 60);
+    ASSERT_TRUE(infeasible > 10);
+    ASSERT_TRUE(gains > 20);
 }
 
 /* optimal == exact with exact_no_del on small chains, once exact exists. */
@@ -907,6 +1037,58 @@ static void t_options_brute_force(void) {
 
 /* With partial saves, the narrowed tables give the whole table's schedule,
  * and every schedule fits (slots and exact bytes, larger chains). */
+/* With stop fields: the smallest memory works and fits, the predictions are
+ * the simulator's (test_schedule_ok), and the bound tables and narrowing
+ * (modes 2, 3) give the same schedule as the plain table, in bytes and in
+ * slots. */
+static void t_stops_bounds_same_schedule(void) {
+    test_rng r = {1127};
+    int stopped = 0;
+    static char a[1 << 16], b[1 << 16];
+    for (int it = 0; it < 240; it++) {
+        int64_t slot_choices[3] = {0, 50, 500};
+        int64_t slots = slot_choices[it % 3];
+        test_chain_spec sp = {3 + (size_t)test_rng_range(&r, 0, 30), slots ? 100000 : 40,
+                              it % 2, it % 3 == 0, it % 5 == 0, it % 7 == 0};
+        test_option_spec x = {1, 2};
+        remat_chain *base = test_random_chain_with(&r, &sp, it % 4 == 1 ? &x : NULL);
+        remat_chain *c = test_with_stops(&r, base, it % 2 ? TEST_STOPS_RANDOM : TEST_STOPS_BENIGN,
+                                         sp.max_bytes);
+        remat_solve_options o;
+        remat_solve_options_init(&o);
+        o.slots = slots;
+        uint64_t mm = 0, peak = store_peak(c, NULL);
+        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+        o.memory = mm + test_rng_range(&r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
+        remat_schedule *s0 = NULL;
+        remat_error e;
+        ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK);
+        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+        remat_schedule_free(s0);
+        s0 = NULL;
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
+        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+        test_ops_text(s0, ",", a, sizeof a);
+        for (int mode = 2; mode <= 3; mode++) {
+            remat_schedule *s1 = NULL;
+            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
+            test_ops_text(s1, ",", b, sizeof b);
+            ASSERT_TRUE(strcmp(a, b) == 0);
+            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
+            remat_schedule_free(s1);
+        }
+        remat_exec_plan *pl = NULL;
+        ASSERT_STATUS(remat_exec_plan_create(c, s0, &pl, NULL), REMAT_OK);
+        for (size_t k = 0; k < pl->n_steps; k++) stopped += pl->steps[k].stops;
+        remat_exec_plan_free(pl);
+        remat_schedule_free(s0);
+        remat_chain_free(c);
+        remat_chain_free(base);
+    }
+    printf("  (%d stopped Falls)\n", stopped);
+    ASSERT_TRUE(stopped > 240);
+}
+
 static void t_options_bounds_same_schedule(void) {
     test_rng r = {777};
     int compared = 0, partial = 0;
@@ -980,6 +1162,8 @@ static const test_case cases[] = {
     {"golden_fck_fn", t_golden_fck_fn},
     {"golden_overheads", t_golden_overheads},
     {"brute_force_persistent", t_brute_force_persistent},
+    {"brute_force_stops", t_brute_force_stops},
+    {"stops_bounds_same_schedule", t_stops_bounds_same_schedule},
     {"exact_no_del", t_exact_no_del},
     {"exact_peak_prediction", t_exact_peak_prediction},
     {"slots_within_limit", t_slots_within_limit},

@@ -657,6 +657,164 @@ static void test_explicit_fall_overhead_same(void) {
     }
 }
 
+/* ---- The stopped Fall (stop_time, stop_saved_bytes, stop_overhead) ---- */
+
+/* Valid under bandwidth bw with a peak within m (the solvers other than
+ * exact predict from the plain Fall, so only the limit is checked). */
+static int fits(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw) {
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = bw;
+    remat_sim_result *r = NULL;
+    if (remat_simulate(c, s, &so, &r, NULL) != REMAT_OK) return 0;
+    int good = r->valid && r->peak_bytes <= m;
+    if (!good)
+        fprintf(stderr, "  %s: %s, peak %llu, limit %llu\n", s->algorithm,
+                r->valid ? "valid" : r->reason, (unsigned long long)r->peak_bytes,
+                (unsigned long long)m);
+    remat_sim_result_free(r);
+    return good;
+}
+
+/* Every solver on thousands of random chains with stop fields, some of them
+ * raising the Fall's memory (stop_overhead past fall_overhead): every
+ * schedule passes the simulator within its limit; exact's and optimal's
+ * predictions are the simulator's (they model the stopped Fall) and exact is
+ * never slower than optimal. */
+static void test_stops_every_solver(void) {
+    test_rng r = {20261127};
+    int chains = scale(3000), solved = 0, raised = 0, offload = 0;
+    static const remat_algorithm algs[] = {REMAT_ALG_OPTIMAL, REMAT_ALG_REVOLVE,
+                                           REMAT_ALG_SEQUENTIAL, REMAT_ALG_STORE_ALL,
+                                           REMAT_ALG_EXACT};
+    for (int it = 0; it < chains; it++) {
+        test_chain_spec sp = random_spec(&r, 9);
+        test_option_spec x = {1, (size_t)test_rng_range(&r, 1, 2)};
+        remat_chain *base = test_random_chain_with(&r, &sp, it % 3 == 0 ? &x : NULL);
+        remat_chain *c = test_with_stops(&r, base, it % 4 ? TEST_STOPS_RANDOM : TEST_STOPS_BENIGN,
+                                         sp.max_bytes);
+        for (size_t i = 0; i + 1 < c->n; i++) {
+            const remat_stage *sg = &c->stages[i];
+            raised +=
+                sg->stop_saved_bytes + sg->stop_overhead > sg->saved_bytes + sg->fall_overhead;
+        }
+        uint64_t peak;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        uint64_t m = random_limit(&r, c, peak);
+        int fail = 0;
+        double exact_time = -1;
+        for (size_t a = 0; a < sizeof algs / sizeof *algs && !fail; a++) {
+            if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
+            remat_schedule *s;
+            remat_error e;
+            remat_status st = solve_bw(c, algs[a], m, 0, &s, &e);
+            if (st == REMAT_OK && !fits(c, s, m, 0)) fail = 1;
+            int exact_model = algs[a] == REMAT_ALG_EXACT || algs[a] == REMAT_ALG_OPTIMAL;
+            if (st == REMAT_OK && exact_model && !schedule_checks(c, s, m, 0, 1)) fail = 2;
+            if (st != REMAT_OK && (st != REMAT_E_INFEASIBLE || e.min_memory <= m)) {
+                fprintf(stderr, "  %s: %s\n", remat_algorithm_name(algs[a]), e.message);
+                fail = 3;
+            }
+            if (st == REMAT_OK && algs[a] == REMAT_ALG_EXACT) exact_time = s->time;
+            solved += st == REMAT_OK;
+            remat_schedule_free(s);
+        }
+        if (!fail && exact_time >= 0) { /* exact is the optimum over every schedule */
+            remat_schedule *s;
+            if (solve_bw(c, REMAT_ALG_OPTIMAL, m, 0, &s, NULL) == REMAT_OK) {
+                remat_sim_result *res = NULL;
+                ASSERT_STATUS(remat_simulate(c, s, NULL, &res, NULL), REMAT_OK);
+                if (!tol_le(exact_time, res->time)) fail = 4;
+                remat_sim_result_free(res);
+            }
+            remat_schedule_free(s);
+        }
+        if (!fail && it % 10 == 0) {
+            static const remat_algorithm off[] = {REMAT_ALG_POFO, REMAT_ALG_OFFLOAD_ONLY,
+                                                  REMAT_ALG_OPPORTUNIST, REMAT_ALG_AUTOCAPPER};
+            double bw = 1 + (double)test_rng_range(&r, 0, 20);
+            for (size_t a = 0; a < sizeof off / sizeof *off && !fail; a++) {
+                remat_schedule *s;
+                remat_error e;
+                remat_status st = solve_bw(c, off[a], m, bw, &s, &e);
+                if (st == REMAT_OK && !fits(c, s, m, bw)) fail = 5;
+                if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
+                    fprintf(stderr, "  %s: %s\n", remat_algorithm_name(off[a]), e.message);
+                    fail = 5;
+                }
+                offload += st == REMAT_OK;
+                remat_schedule_free(s);
+            }
+        }
+        if (fail) {
+            fprintf(stderr, "  chain %d: stop property %d fails\n", it, fail);
+            print_chain(c, m);
+        }
+        remat_chain_free(c);
+        remat_chain_free(base);
+        if (fail) TEST_FAIL_("stop property %d failed on chain %d (printed above)", fail, it);
+    }
+    printf("  %d chains: %d schedules, %d stages whose stopped Fall needs more memory, %d "
+           "offload schedules\n", chains, solved, raised, offload);
+    ASSERT_TRUE(raised > chains / 10);
+    ASSERT_TRUE(solved > chains);
+    ASSERT_TRUE(offload > 0);
+}
+
+/* Stop fields written out at their defaults change nothing: every solver
+ * gives the same schedule (or the same smallest memory) as without them. */
+static void test_explicit_stops_same(void) {
+    test_rng r = {1126};
+    int chains = scale(1500);
+    static const remat_algorithm algs[] = {
+        REMAT_ALG_OPTIMAL, REMAT_ALG_REVOLVE, REMAT_ALG_SEQUENTIAL, REMAT_ALG_STORE_ALL,
+        REMAT_ALG_EXACT, REMAT_ALG_POFO, REMAT_ALG_OFFLOAD_ONLY, REMAT_ALG_OPPORTUNIST,
+        REMAT_ALG_AUTOCAPPER};
+    for (int it = 0; it < chains; it++) {
+        test_chain_spec sp = random_spec(&r, 8);
+        test_option_spec o = {1, 1};
+        remat_chain *c = test_random_chain_with(&r, &sp, it % 2 ? &o : NULL);
+        remat_chain *x = test_with_stops(&r, c, TEST_STOPS_DEFAULTS, sp.max_bytes);
+        uint64_t peak;
+        ASSERT_STATUS(remat_store_all_cost(c, &peak, NULL, NULL), REMAT_OK);
+        uint64_t m = random_limit(&r, c, peak);
+        for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+            int offload = algs[a] >= REMAT_ALG_POFO;
+            if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
+            if (offload && it % 10) continue;
+            remat_schedule *s, *t;
+            remat_error e, e2;
+            double bw = offload ? 3 : 0;
+            remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
+            remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
+            int same = st == st2 && test_same_ops(s, t) &&
+                       (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
+            if (same && st == REMAT_OK) { /* and the simulator's figures */
+                remat_sim_options so;
+                remat_sim_options_init(&so);
+                so.bandwidth = bw;
+                remat_sim_result *r1 = NULL, *r2 = NULL;
+                ASSERT_STATUS(remat_simulate(c, s, &so, &r1, NULL), REMAT_OK);
+                ASSERT_STATUS(remat_simulate(x, t, &so, &r2, NULL), REMAT_OK);
+                same = r1->peak_bytes == r2->peak_bytes && r1->time == r2->time;
+                remat_sim_result_free(r1);
+                remat_sim_result_free(r2);
+            }
+            remat_schedule_free(s);
+            remat_schedule_free(t);
+            if (!same) {
+                print_chain(x, m);
+                remat_chain_free(x);
+                remat_chain_free(c);
+                TEST_FAIL_("chain %d: %s differs with the stop fields written out", it,
+                           remat_algorithm_name(algs[a]));
+            }
+        }
+        remat_chain_free(x);
+        remat_chain_free(c);
+    }
+}
+
 static void report_skips(void) {
     int any = 0;
     for (int a = 0; a < REMAT_ALG_COUNT_; a++)
@@ -674,6 +832,8 @@ static const test_case cases[] = {
     {"no_del_counterexample", test_no_del_counterexample},
     {"options_every_solver", test_options_every_solver},
     {"explicit_fall_overhead_same", test_explicit_fall_overhead_same},
+    {"stops_every_solver", test_stops_every_solver},
+    {"explicit_stops_same", test_explicit_stops_same},
     {"report_skips", report_skips},
 };
 TEST_MAIN(cases)

@@ -381,6 +381,73 @@ static void partial_saves(void) {
     remat_chain_free(c);
 }
 
+/* Chain S: a stopped Fall (docs/formats.md).
+ *   a[0] = 10 (d[0] = 10)
+ *   stage 1: a 20, abar 50, fwd 4, bwd 2, fall_overhead 7; stop_time 1,
+ *            stop_saved_bytes 8 (below a[1]: the stopped Fall makes no a[1]),
+ *            stop_overhead 30 (above fall_overhead)
+ *   stage 2: a 5, abar 15, fwd 3, bwd 3 (no stop fields: the defaults)
+ *   stage 3 (loss): a 1, abar 2, fwd 1, bwd 1 */
+static remat_chain *chain_s(void) {
+    remat_stage st[3] = {test_stage(4, 2, 20, 50), test_stage(3, 3, 5, 15), test_stage(1, 1, 1, 2)};
+    st[0].fall_overhead = 7;
+    st[0].has_fall_overhead = 1;
+    st[0].stop_time = 1;
+    st[0].has_stop_time = 1;
+    st[0].stop_saved_bytes = 8;
+    st[0].has_stop_saved_bytes = 1;
+    st[0].stop_overhead = 30;
+    st[0].has_stop_overhead = 1;
+    remat_chain *c = NULL;
+    if (remat_chain_create("s", 10, 10, st, 3, &c, NULL) != REMAT_OK) abort();
+    return c;
+}
+
+static void stopped_fall(void) {
+    remat_chain *c = chain_s();
+    /* Store-all: Fall 1 is followed by Fall 2, so it runs whole (fwd 4,
+     * overhead 7, abar 50). Fall 1: 10 + 50 + 7; Fall 2: 60 + 15; Fall 3:
+     * 75 + 2; B 3: 77 + d[2] 5; B 2: 80 + d[1] 20; B 1: 80 + d[0] 10. */
+    remat_schedule *s = SCHED("Fall 1", "Fall 2", "Fall 3", "B 3", "B 2", "B 1");
+    remat_sim_result *r = run(c, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_MEMORY(r, L(67, 75, 77, 82, 100, 90), L(60, 75, 77, 80, 80, 10));
+    ASSERT_NEAR(r->time, 4 + 3 + 1 + 1 + 3 + 2, 0);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    /* Fall 1; B 1 stops: time 1, abar[1] of 8 with overhead 30 (30 + 8 + 30),
+     * and B 1 frees those 8 bytes. Fall 2; B 2 stops too, with stage 2's
+     * defaults: the figures of its plain Fall. */
+    const char *const ops[] = {"Fck 1", "Fck 2", "Fall 3", "B 3", "Fall 2", "B 2", "Fall 1", "B 1"};
+    s = sched(ops, 8);
+    r = run(c, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_MEMORY(r, L(30, 35, 37, 42, 50, 70, 68, 48), L(30, 35, 37, 35, 50, 30, 38, 10));
+    ASSERT_NEAR(r->time, 4 + 3 + 1 + 1 + 3 + 3 + 1 + 2, 0);
+    ASSERT_EQ_U64(r->peak_bytes, 70);
+    remat_sim_result_free(r);
+    /* the timed simulator applies the same rule */
+    remat_sim_options o;
+    remat_sim_options_init(&o);
+    o.bandwidth = 5;
+    ASSERT_STATUS(remat_simulate(c, s, &o, &r, NULL), REMAT_OK);
+    ASSERT_TRUE(r->valid);
+    ASSERT_NEAR(r->time, 18, 1e-12);
+    ASSERT_EQ_U64(r->peak_bytes, 70);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    /* A Fall over a held abar[1] does not stop (it makes nothing): 80 + 7,
+     * time 4; B 1 then frees the 50 bytes of the first Fall's abar. */
+    s = SCHED("Fall 1", "Fall 2", "Fall 3", "B 3", "B 2", "Fall 1", "B 1");
+    r = run(c, s);
+    ASSERT_TRUE(r->valid);
+    ASSERT_MEMORY(r, L(67, 75, 77, 82, 100, 87, 90), L(60, 75, 77, 80, 80, 80, 10));
+    ASSERT_NEAR(r->time, 14 + 4, 0);
+    remat_sim_result_free(r);
+    remat_schedule_free(s);
+    remat_chain_free(c);
+}
+
 static void partial_saves_invalid(void) {
     remat_chain *c = chain_p();
     remat_schedule *s = SCHED("Fall 1/2", "Fall 2", "B 2", "B 1");
@@ -452,6 +519,7 @@ static void partial_saves_offloaded(void) {
 static const test_case cases[] = {
     {"partial_saves", partial_saves},
     {"partial_saves_invalid", partial_saves_invalid},
+    {"stopped_fall", stopped_fall},
     {"partial_saves_offloaded", partial_saves_offloaded},
     {"store_all", store_all},
     {"fck_fn_chain", fck_fn_chain},

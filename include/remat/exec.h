@@ -72,6 +72,11 @@ typedef struct remat_exec_step {
      * (op.option); for B, the option of the abar[i] it consumes, whose
      * backward recomputes what that option did not keep; 0 for other ops. */
     uint8_t option;
+    /* 1 for a stopped Fall (docs/formats.md: a full-save Fall i followed by
+     * B i): it need only run stage i up to its last saved tensor, makes the
+     * smaller abar[i] of stop_saved_bytes (without a[i]) and takes stop_time;
+     * 0 for every other step. */
+    uint8_t stops;
 } remat_exec_step;
 
 typedef struct remat_exec_plan {

@@ -20,6 +20,9 @@
  *      turn.fwd_time + turn.bwd_time.
  *   B j.n_j needs d[j.n_j], so it runs after T. B j.1 leaves d[j.0], which is
  *   held to the end (the gradient of the branch's input).
+ *   A full-save Fall j.i whose very next op is B j.i, and which does not find
+ *   abar[j.i] held, is a stopped Fall: the chain's rule on branch j (the
+ *   stage's stop_time, stop_saved_bytes, stop_overhead; remat_stage).
  * A schedule is valid when every op finds what it needs, T runs once, and
  * every branch runs B j.n_j .. B j.1 in that order with no forward of stage i
  * after B j.i; for an ordered network, when the branches also run in order
@@ -63,7 +66,8 @@ typedef struct remat_hjoin {
     /* The loss. Its fields: fwd_time, bwd_time, saved_bytes (what the loss
      * keeps between its forward and backward, >= out_bytes), fwd_overhead,
      * bwd_overhead; out_bytes only bounds saved_bytes; grad_bytes,
-     * fall_overhead and options are unused. */
+     * fall_overhead and options are unused; the stop fields are refused (T
+     * has no stopped Fall). */
     remat_stage turn;
     /* Nonzero: the branches run one after another in their order, as the
      * model runs them (a schedule runs every forward of branch j before T
@@ -110,7 +114,8 @@ REMAT_API remat_status remat_hjoin_branch_chain(const remat_hjoin *j, size_t b, 
  * Every value of the chain carries what the other branches hold across it:
  * a stage of branch b has out_bytes a[b.i] + C, saved_bytes abar[b.i] + C
  * and grad_bytes d[b.i] + G, where C = sum of a[q.n_q] over q < b and of
- * a[q.0] over q > b, and G the same sum of their gradients; the input is
+ * a[q.0] over q > b, and G the same sum of their gradients (a stage's
+ * stop_saved_bytes, when set, + C too); the input is
  * every a[q.0]. Times and overheads are the stages' own. A chain schedule
  * that keeps two boundaries holds the carried values twice: the flat model
  * is what a chain solver can see of a join, not what it runs. */
@@ -254,6 +259,11 @@ typedef struct remat_hjoin_exec_step {
      * the option of the abar[j.i] it consumes, whose backward recomputes
      * what that option did not keep; 0 for other ops. */
     uint8_t option;
+    /* 1 for a stopped Fall (a full-save Fall j.i followed by B j.i,
+     * docs/join.md): it runs stage j.i only up to its last saved tensor,
+     * makes the smaller abar[j.i] of stop_saved_bytes and takes stop_time;
+     * 0 for every other step. */
+    uint8_t stops;
 } remat_hjoin_exec_step;
 
 typedef struct remat_hjoin_exec_plan {

@@ -58,6 +58,22 @@ typedef struct remat_stage {
      * only); in a chain it is the chain's own copy, freed with it. */
     size_t n_options; /* 0..REMAT_MAX_OPTIONS */
     remat_stage_option *options;
+    /* The stopped Fall (SPEC section 1, docs/formats.md): a full-save Fall i
+     * (option 0) whose very next op is B i, and which does not find abar[i]
+     * held, runs only up to the stage's last saved tensor: it takes
+     * stop_time (<= fwd_time), makes an abar[i] of stop_saved_bytes (<=
+     * saved_bytes; it may be below out_bytes: a[i] is not made) and needs
+     * stop_overhead temporary bytes; the B i after it frees that abar[i] as
+     * usual. Each counts when its has_ flag is nonzero; otherwise
+     * remat_chain_create() and the loaders set the default (fwd_time,
+     * saved_bytes, fall_overhead), which behaves exactly as a plain Fall.
+     * The loss stage has no stopped Fall: the fields are refused there. */
+    double stop_time;
+    int has_stop_time;
+    uint64_t stop_saved_bytes;
+    int has_stop_saved_bytes;
+    uint64_t stop_overhead;
+    int has_stop_overhead;
 } remat_stage;
 
 typedef struct remat_chain {
@@ -79,7 +95,8 @@ REMAT_API uint64_t remat_chain_d_bytes(const remat_chain *c, size_t i);    /* d[
  * caller keeps its own arrays). grad_bytes of stage i < n is taken as given
  * (pass out_bytes for the default); the loss stage's grad_bytes is ignored
  * (the seed has size 0); a stage with has_fall_overhead == 0 gets
- * fall_overhead = fwd_overhead. Names (the chain's, NULL for "", each
+ * fall_overhead = fwd_overhead, and likewise each stop_ field whose has_
+ * flag is 0 gets its default (after fall_overhead's). Names (the chain's, NULL for "", each
  * stage's and option's) must be valid UTF-8 and NUL-terminated within their
  * fields: a longer one is refused, never cut short. The times must not add
  * up past the limit of docs/formats.md. On success *out owns a new chain:

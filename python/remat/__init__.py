@@ -140,10 +140,12 @@ class Step:
     (its place in the plan), .reads/.creates/.frees as ("a"|"abar"|"d", i)
     pairs, .mem_during/.mem_after, .start/.end (simulated times) and .copy_at:
     for Off, the step before which the value's device copy is released; for
-    Pre, the step before which the prefetch starts (include/remat/exec.h)."""
+    Pre, the step before which the prefetch starts (include/remat/exec.h).
+    .stops is True for a stopped Fall (a full-save Fall i followed by B i,
+    docs/formats.md): it need only run stage i up to its last saved tensor."""
 
     __slots__ = ("op", "kind", "index", "option", "pos", "reads", "creates", "frees",
-                 "mem_during", "mem_after", "start", "end", "copy_at")
+                 "mem_during", "mem_after", "start", "end", "copy_at", "stops")
 
     def __init__(self, st: _lib.ExecStep, pos: int) -> None:
         self.op = _lib.op_text(st.op)
@@ -159,6 +161,7 @@ class Step:
         self.start = float(st.start)
         self.end = float(st.end)
         self.copy_at = int(st.copy_at)
+        self.stops = bool(st.stops)
 
     @property
     def value(self) -> tuple[str, int] | None:

@@ -18,6 +18,9 @@ from ._lib import call as _call
 _STAGE_FIELDS = ("fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
                  "fwd_overhead", "bwd_overhead")
 
+# The stopped Fall's optional fields (docs/formats.md), given back where set.
+_STOP_FIELDS = ("stop_time", "stop_saved_bytes", "stop_overhead")
+
 
 _OPTION_FIELDS = ("saved_bytes", "fall_overhead", "bwd_time", "bwd_overhead")
 
@@ -31,7 +34,7 @@ def _stage_types(stages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if not isinstance(stage, Mapping):
             raise TypeError("stages[%d]: expected a mapping, got %s" % (i, type(stage).__name__))
         d = dict(stage)
-        for f in _STAGE_FIELDS:
+        for f in _STAGE_FIELDS + _STOP_FIELDS:
             if f not in d:
                 continue
             what, v = "stages[%d].%s" % (i, f), d[f]
@@ -50,9 +53,11 @@ class Chain:
 
     Build one from stage dicts (the last stage is the loss), from JSON, or from
     a file. A stage dict has the fields of a stage in docs/formats.md,
-    optionally "fall_overhead" and "options" (a list of partial saves, each a
+    optionally "fall_overhead", "options" (a list of partial saves, each a
     dict with "saved_bytes", "bwd_time", and optionally "fall_overhead",
-    "bwd_overhead", "name"); .stages gives them back where a stage has them.
+    "bwd_overhead", "name") and the stopped Fall's "stop_time",
+    "stop_saved_bytes", "stop_overhead"; .stages gives them back where a
+    stage has them.
     `meta` holds extra top-level JSON fields (e.g. "profile"); the C library
     ignores them, save() writes them back.
     """
@@ -163,6 +168,9 @@ def _stage_of(s: _lib.Stage) -> dict[str, Any]:
         d["fall_overhead"] = int(s.fall_overhead)
     if s.n_options:
         d["options"] = [_option_dict(s.options[k]) for k in range(s.n_options)]
+    for f in _STOP_FIELDS:
+        if getattr(s, "has_" + f):
+            d[f] = (float if "time" in f else int)(getattr(s, f))
     return d
 
 

@@ -78,7 +78,8 @@ class _Step(Structure):
                 ("n_creates", c_size_t), ("creates", _Ref * EXEC_MAX_REFS),
                 ("n_frees", c_size_t), ("frees", _Ref * EXEC_MAX_REFS),
                 ("mem_during", c_uint64), ("mem_after", c_uint64), ("start", c_double),
-                ("end", c_double), ("option", c_uint8)]
+                ("end", c_double), ("option", c_uint8),
+                ("stops", c_uint8)]
 
 
 class _Plan(Structure):
@@ -244,12 +245,14 @@ class JoinStep:
     """One planned op: .op (text), .kind ("Fn", "Fck", "Fall", "B", "T"),
     .branch (from 1; 0 for T), .index (the stage; 0 for T), .option (the
     partial save: for Fall the one it makes, for B the one of the abar it
-    consumes; 0 the full save), .pos (its place in the plan),
+    consumes; 0 the full save), .stops (True for a stopped Fall: a full-save
+    Fall j.i right before B j.i, which runs the stage only up to its last
+    saved tensor; docs/join.md), .pos (its place in the plan),
     .reads/.creates/.frees as (kind, branch, index) triples,
     .mem_during/.mem_after and .start/.end (simulated times)."""
 
-    __slots__ = ("op", "kind", "branch", "index", "option", "pos", "reads", "creates", "frees",
-                 "mem_during", "mem_after", "start", "end")
+    __slots__ = ("op", "kind", "branch", "index", "option", "stops", "pos", "reads", "creates",
+                 "frees", "mem_during", "mem_after", "start", "end")
 
     def __init__(self, st: _Step, pos: int) -> None:
         self.op = _op_text(st.op)
@@ -257,6 +260,7 @@ class JoinStep:
         self.branch = int(st.op.branch)
         self.index = int(st.op.index)
         self.option = int(st.option)
+        self.stops = bool(st.stops)
         self.pos = pos
         self.reads = [_ref(r) for r in st.reads[:st.n_reads]]
         self.creates = [_ref(r) for r in st.creates[:st.n_creates]]
@@ -292,7 +296,8 @@ class JoinProblem:
 
     `branches` are dicts like a chain document without its loss stage:
     {"name", "input_bytes", "input_grad_bytes" (default input_bytes),
-    "stages": [stage dicts as for remat.Chain]}; `turn` is the loss stage
+    "stages": [stage dicts as for remat.Chain, the stop fields too]}; `turn`
+    is the loss stage
     reading every branch's last output: {"fwd_time", "bwd_time",
     "saved_bytes", "fwd_overhead", "bwd_overhead"} (sizes optional, 0).
     `ordered`: the branches run one after another in their order (the

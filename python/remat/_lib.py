@@ -104,7 +104,10 @@ class Stage(Structure):
                 ("out_bytes", c_uint64), ("saved_bytes", c_uint64), ("grad_bytes", c_uint64),
                 ("fwd_overhead", c_uint64), ("bwd_overhead", c_uint64),
                 ("fall_overhead", c_uint64), ("has_fall_overhead", c_int),
-                ("n_options", c_size_t), ("options", POINTER(StageOption))]
+                ("n_options", c_size_t), ("options", POINTER(StageOption)),
+                ("stop_time", c_double), ("has_stop_time", c_int),
+                ("stop_saved_bytes", c_uint64), ("has_stop_saved_bytes", c_int),
+                ("stop_overhead", c_uint64), ("has_stop_overhead", c_int)]
 
 
 class ChainStruct(Structure):
@@ -172,7 +175,8 @@ class ExecStep(Structure):
                 ("n_creates", c_size_t), ("creates", ExecRef * EXEC_MAX_REFS),
                 ("n_frees", c_size_t), ("frees", ExecRef * EXEC_MAX_REFS),
                 ("mem_during", c_uint64), ("mem_after", c_uint64), ("start", c_double),
-                ("end", c_double), ("copy_at", c_size_t), ("option", c_uint8)]
+                ("end", c_double), ("copy_at", c_size_t), ("option", c_uint8),
+                ("stops", c_uint8)]
 
 
 class ExecPlan(Structure):

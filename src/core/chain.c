@@ -104,6 +104,21 @@ remat_status remat__stage_validate(const remat_stage *s, const char *src, size_t
     REMAT__RETURN_IF(s->saved_bytes < s->out_bytes, err, REMAT_E_INPUT,
                      "%s: stages[%zu].saved_bytes: %llu is less than out_bytes %llu", src, i,
                      (unsigned long long)s->saved_bytes, (unsigned long long)s->out_bytes);
+    if (s->has_stop_time) {
+        REMAT__FORWARD(check_time(s->stop_time, src, i, "stop_time", err));
+        REMAT__RETURN_IF(s->stop_time > s->fwd_time, err, REMAT_E_INPUT,
+                         "%s: stages[%zu].stop_time: %g is more than fwd_time %g", src, i,
+                         s->stop_time, s->fwd_time);
+    }
+    if (s->has_stop_saved_bytes) {
+        REMAT__FORWARD(check_bytes(s->stop_saved_bytes, src, i, "stop_saved_bytes", err));
+        REMAT__RETURN_IF(s->stop_saved_bytes > s->saved_bytes, err, REMAT_E_INPUT,
+                         "%s: stages[%zu].stop_saved_bytes: %llu is more than saved_bytes %llu",
+                         src, i, (unsigned long long)s->stop_saved_bytes,
+                         (unsigned long long)s->saved_bytes);
+    }
+    if (s->has_stop_overhead)
+        REMAT__FORWARD(check_bytes(s->stop_overhead, src, i, "stop_overhead", err));
     REMAT__RETURN_IF(s->n_options > REMAT_MAX_OPTIONS, err, REMAT_E_INPUT,
                      "%s: stages[%zu].options: %zu options, more than the limit of %u", src, i,
                      s->n_options, REMAT_MAX_OPTIONS);
@@ -125,6 +140,7 @@ static int total_fits(uint64_t input_bytes, uint64_t input_grad_bytes, const rem
         const remat_stage *s = &stages[i];
         total += s->saved_bytes + s->grad_bytes + s->fwd_overhead + s->bwd_overhead;
         if (s->has_fall_overhead) total += s->fall_overhead;
+        if (s->has_stop_overhead) total += s->stop_overhead; /* stop_saved <= saved */
         /* each option's sizes, so that any choice of options stays in the bound */
         for (size_t k = 0; k < s->n_options && total < cap; k++)
             total += s->options[k].saved_bytes + s->options[k].fall_overhead +
@@ -153,6 +169,15 @@ static remat_status check_chain(const char *src, uint64_t input_bytes, uint64_t 
         total += stages[i].fwd_time + stages[i].bwd_time;
         for (size_t k = 0; k < stages[i].n_options; k++) total += stages[i].options[k].bwd_time;
     }
+    /* The loss' Fall is always followed by its B: it has no stopped form. */
+    const remat_stage *loss = &stages[n - 1];
+    const char *stop_field = loss->has_stop_time          ? "stop_time"
+                             : loss->has_stop_saved_bytes ? "stop_saved_bytes"
+                             : loss->has_stop_overhead    ? "stop_overhead"
+                                                          : NULL;
+    REMAT__RETURN_IF(stop_field, err, REMAT_E_INPUT,
+                     "%s: stages[%zu].%s: the loss stage (the last) has no stopped Fall", src,
+                     n - 1, stop_field);
     /* Each time is finite, but a schedule's sum may not be: a solver may run
      * each forward up to n times (the quadratic plan), so every time a
      * schedule can take is at most n x total. Half the largest double leaves
@@ -237,6 +262,12 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
     for (size_t i = 0; i < n; i++) {
         if (!stages[i].has_fall_overhead) stages[i].fall_overhead = stages[i].fwd_overhead;
         stages[i].has_fall_overhead = stages[i].has_fall_overhead != 0;
+        if (!stages[i].has_stop_time) stages[i].stop_time = stages[i].fwd_time;
+        if (!stages[i].has_stop_saved_bytes) stages[i].stop_saved_bytes = stages[i].saved_bytes;
+        if (!stages[i].has_stop_overhead) stages[i].stop_overhead = stages[i].fall_overhead;
+        stages[i].has_stop_time = stages[i].has_stop_time != 0;
+        stages[i].has_stop_saved_bytes = stages[i].has_stop_saved_bytes != 0;
+        stages[i].has_stop_overhead = stages[i].has_stop_overhead != 0;
         if (!stages[i].n_options) {
             free(stages[i].options);
             stages[i].options = NULL;
@@ -251,6 +282,16 @@ remat_status remat__chain_adopt(const char *src, const char *name, uint64_t inpu
     c->stages = stages;
     *out = c;
     return REMAT_OK;
+}
+
+int remat__chain_stops_differ(const remat_chain *c) {
+    for (size_t i = 0; i + 1 < c->n; i++) {
+        const remat_stage *s = &c->stages[i];
+        if (remat__stop_time(s) != s->fwd_time || remat__stop_saved(s) != s->saved_bytes ||
+            remat__stop_overhead(s) != remat__fall_overhead(s))
+            return 1;
+    }
+    return 0;
 }
 
 void remat_chain_free(remat_chain *c) {

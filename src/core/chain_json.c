@@ -9,10 +9,11 @@
 
 /* Fields of a stage, in the order their absence is reported. */
 enum { F_FWD, F_BWD, F_OUT, F_SAVED, F_GRAD, F_FWD_OV, F_BWD_OV, F_NAME, F_FALL_OV, F_OPTIONS,
-       F_COUNT };
+       F_STOP_TIME, F_STOP_SAVED, F_STOP_OV, F_COUNT };
 static const char *const stage_keys[F_COUNT] = {
     "fwd_time", "bwd_time", "out_bytes", "saved_bytes", "grad_bytes",
-    "fwd_overhead", "bwd_overhead", "name", "fall_overhead", "options"};
+    "fwd_overhead", "bwd_overhead", "name", "fall_overhead", "options",
+    "stop_time", "stop_saved_bytes", "stop_overhead"};
 
 /* Fields of an option, the required ones first. */
 enum { O_SAVED, O_BWD, O_FALL_OV, O_BWD_OV, O_NAME, O_COUNT };
@@ -103,6 +104,18 @@ remat_status remat__json_stage(const remat__jdoc *d, const cJSON *v, const char 
             st->has_fall_overhead = 1;
             break;
         case F_OPTIONS: s = read_options(d, m, prefix, st); break;
+        case F_STOP_TIME:
+            s = remat__json_time(d, m, prefix, key, &st->stop_time);
+            st->has_stop_time = 1;
+            break;
+        case F_STOP_SAVED:
+            s = remat__json_bytes(d, m, prefix, key, &st->stop_saved_bytes);
+            st->has_stop_saved_bytes = 1;
+            break;
+        case F_STOP_OV:
+            s = remat__json_bytes(d, m, prefix, key, &st->stop_overhead);
+            st->has_stop_overhead = 1;
+            break;
         default: s = REMAT_OK; break; /* not a field of a stage, or a repeat */
         }
         REMAT__FORWARD(s);
@@ -217,8 +230,8 @@ static void put_option(remat__buf *b, const remat_stage_option *o) {
     remat__buf_printf(b, ", \"bwd_overhead\": %llu}", (unsigned long long)o->bwd_overhead);
 }
 
-/* fall_overhead and options only when the stage has them, so that a chain
- * without them is written as before. */
+/* fall_overhead, the stop fields and options only when the stage has them,
+ * so that a chain without them is written as before. */
 void remat__json_put_stage(remat__buf *b, const remat_stage *s) {
     remat__buf_printf(b, "    {");
     put_string(b, "name", s->name);
@@ -234,6 +247,15 @@ void remat__json_put_stage(remat__buf *b, const remat_stage *s) {
                       (unsigned long long)s->bwd_overhead);
     if (s->has_fall_overhead)
         remat__buf_printf(b, ", \"fall_overhead\": %llu", (unsigned long long)s->fall_overhead);
+    if (s->has_stop_time) {
+        remat__buf_printf(b, ", \"stop_time\": ");
+        remat__json_number(b, s->stop_time);
+    }
+    if (s->has_stop_saved_bytes)
+        remat__buf_printf(b, ", \"stop_saved_bytes\": %llu",
+                          (unsigned long long)s->stop_saved_bytes);
+    if (s->has_stop_overhead)
+        remat__buf_printf(b, ", \"stop_overhead\": %llu", (unsigned long long)s->stop_overhead);
     if (s->n_options) {
         remat__buf_printf(b, ", \"options\": [");
         for (size_t k = 0; k < s->n_options; k++) {

@@ -44,9 +44,20 @@ void remat__hjoin_state_free(remat__hjoin_state *st);
 /* dst = src, both initialised for net. */
 void remat__hjoin_state_copy(const remat__hjoin_net *net, remat__hjoin_state *dst,
                              const remat__hjoin_state *src);
-/* Applies one op: 1 with *during and *time set, or 0 with the reason. */
+/* Applies one op: 1 with *during and *time set, or 0 with the reason.
+ * `next` is the op after it (NULL at the end): a full-save Fall j.i followed
+ * by B j.i stops (remat__fall_stops, the chain's rule on branch j). */
 int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, remat_hjoin_op op,
-                       uint64_t *during, double *time, char *reason, size_t cap);
+                       const remat_hjoin_op *next, uint64_t *during, double *time, char *reason,
+                       size_t cap);
+/* Whether op, run in st and followed by *next (NULL: none), is a stopped Fall. */
+int remat__hjoin_fall_stops(const remat__hjoin_net *net, const remat__hjoin_state *st,
+                            remat_hjoin_op op, const remat_hjoin_op *next);
+/* The op after op k of s, NULL after the last. */
+static inline const remat_hjoin_op *remat__hjoin_next_op(const remat_hjoin_schedule *s,
+                                                         size_t k) {
+    return k + 1 < s->n_ops ? &s->ops[k + 1] : NULL;
+}
 /* 1 when T has run and every branch is back-propagated to d[j.0]. */
 int remat__hjoin_done(const remat__hjoin_net *net, const remat__hjoin_state *st, char *reason,
                       size_t cap);

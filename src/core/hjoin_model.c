@@ -35,6 +35,13 @@ static remat_status check_turn(const remat_stage *t, const char *who, remat_erro
                      (unsigned long long)t->saved_bytes, (unsigned long long)t->out_bytes);
     REMAT__RETURN_IF(!memchr(t->name, '\0', sizeof t->name), err, REMAT_E_INPUT,
                      "%s: turn.name is not terminated", who);
+    /* T runs the turn's forward and backward as one op: it has no stopped Fall */
+    const char *stop_field = t->has_stop_time          ? "stop_time"
+                             : t->has_stop_saved_bytes ? "stop_saved_bytes"
+                             : t->has_stop_overhead    ? "stop_overhead"
+                                                       : NULL;
+    REMAT__RETURN_IF(stop_field, err, REMAT_E_INPUT,
+                     "%s: turn.%s: the turn has no stopped Fall", who, stop_field);
     return REMAT_OK;
 }
 
@@ -294,9 +301,11 @@ static remat_status read_branches(const remat__jdoc *d, const cJSON *v, remat_hj
     return REMAT_OK;
 }
 
-enum { R_NAME, R_FWD, R_BWD, R_OUT, R_SAVED, R_FWD_OV, R_BWD_OV, R_COUNT };
-static const char *const turn_keys[R_COUNT] = {"name", "fwd_time", "bwd_time", "out_bytes",
-                                               "saved_bytes", "fwd_overhead", "bwd_overhead"};
+enum { R_NAME, R_FWD, R_BWD, R_OUT, R_SAVED, R_FWD_OV, R_BWD_OV, R_STOP_TIME, R_STOP_SAVED,
+       R_STOP_OV, R_COUNT };
+static const char *const turn_keys[R_COUNT] = {
+    "name", "fwd_time", "bwd_time", "out_bytes", "saved_bytes", "fwd_overhead", "bwd_overhead",
+    "stop_time", "stop_saved_bytes", "stop_overhead"};
 
 static remat_status read_turn(const remat__jdoc *d, const cJSON *v, remat_stage *t) {
     REMAT__RETURN_IF(!cJSON_IsObject(v), d->err, REMAT_E_INPUT,
@@ -315,6 +324,12 @@ static remat_status read_turn(const remat__jdoc *d, const cJSON *v, remat_stage 
         case R_SAVED: s = remat__json_bytes(d, m, p, key, &t->saved_bytes); break;
         case R_FWD_OV: s = remat__json_bytes(d, m, p, key, &t->fwd_overhead); break;
         case R_BWD_OV: s = remat__json_bytes(d, m, p, key, &t->bwd_overhead); break;
+        case R_STOP_TIME:
+        case R_STOP_SAVED:
+        case R_STOP_OV: /* refused rather than ignored: the turn has no stopped Fall */
+            s = remat__fail(d->err, REMAT_E_INPUT, "%s: turn.%s: the turn has no stopped Fall",
+                            d->src, key);
+            break;
         default: break;
         }
         REMAT__FORWARD(s);

@@ -93,8 +93,27 @@ static int in_order(const remat__hjoin_net *net, const remat__hjoin_state *st, s
     return 1;
 }
 
+/* next as an op of branch b's chain, or NULL when it is not one (the turn,
+ * another branch, the end): only an op of the same branch can be the B that
+ * stops a Fall. */
+static const remat_op *branch_next(const remat_hjoin_op *next, size_t b, remat_op *buf) {
+    if (!next || next->kind == REMAT_HJOIN_OP_T || next->branch != b + 1) return NULL;
+    *buf = (remat_op){next->kind, 0, next->index, next->option};
+    return buf;
+}
+
+int remat__hjoin_fall_stops(const remat__hjoin_net *net, const remat__hjoin_state *st,
+                            remat_hjoin_op op, const remat_hjoin_op *next) {
+    if (op.kind != REMAT_HJOIN_OP_FALL || op.branch < 1 || op.branch > net->k) return 0;
+    size_t b = op.branch - 1u;
+    if (op.index < 1 || op.index > net->n[b]) return 0;
+    remat_op cop = {op.kind, 0, op.index, op.option}, buf;
+    return remat__fall_stops(net->c[b], &st->b[b], cop, branch_next(next, b, &buf));
+}
+
 int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, remat_hjoin_op op,
-                       uint64_t *during, double *time, char *reason, size_t cap) {
+                       const remat_hjoin_op *next, uint64_t *during, double *time, char *reason,
+                       size_t cap) {
     *during = st->mem;
     *time = 0;
     if (op.kind == REMAT_HJOIN_OP_T) return apply_turn(net, st, during, time, reason, cap);
@@ -116,8 +135,8 @@ int remat__hjoin_apply(const remat__hjoin_net *net, remat__hjoin_state *st, rema
     remat__sim_state *s = &st->b[b];
     uint64_t before = s->mem, local;
     char why[200];
-    remat_op cop = {op.kind, 0, op.index, op.option};
-    if (!remat__sim_apply(net->c[b], s, cop, &local, time, why, sizeof why)) {
+    remat_op cop = {op.kind, 0, op.index, op.option}, buf;
+    if (!remat__sim_apply(net->c[b], s, cop, branch_next(next, b, &buf), &local, time, why, sizeof why)) {
         snprintf(reason, cap, "branch %zu: %s", b + 1, why);
         return 0;
     }
@@ -170,7 +189,7 @@ static remat_status replay(const remat__hjoin_net *net, const remat_hjoin_schedu
     for (size_t k = 0; k < s->n_ops; k++) {
         uint64_t during;
         double t;
-        if (!remat__hjoin_apply(net, &st, s->ops[k], &during, &t, why, sizeof why)) {
+        if (!remat__hjoin_apply(net, &st, s->ops[k], remat__hjoin_next_op(s, k), &during, &t, why, sizeof why)) {
             sim_fail(r, s, k, why);
             break;
         }
@@ -252,6 +271,8 @@ static int flat_stages(const remat__hjoin_net *net, remat_stage *out) {
             s.out_bytes += carried;
             s.saved_bytes += carried;
             s.grad_bytes += cgrad;
+            /* a stopped Fall's abar keeps what the stage carries, as its saves do */
+            if (s.has_stop_saved_bytes) s.stop_saved_bytes += carried;
             snprintf(s.name, sizeof s.name, "%zu.%zu %.200s", b + 1, i + 1,
                      net->c[b]->stages[i].name);
             s.options = NULL;

@@ -116,6 +116,35 @@ static inline remat__save remat__stage_save(const remat_stage *s, unsigned k) {
     return v;
 }
 
+/* The figures of stage s's stopped Fall (remat_stage, docs/formats.md):
+ * each field when the stage sets it, else its default. */
+static inline double remat__stop_time(const remat_stage *s) {
+    return s->has_stop_time ? s->stop_time : s->fwd_time;
+}
+static inline uint64_t remat__stop_saved(const remat_stage *s) {
+    return s->has_stop_saved_bytes ? s->stop_saved_bytes : s->saved_bytes;
+}
+static inline uint64_t remat__stop_overhead(const remat_stage *s) {
+    return s->has_stop_overhead ? s->stop_overhead : remat__fall_overhead(s);
+}
+
+/* An overhead for the full-save Fall s that bounds its in-use memory whether
+ * it stops or not: a solver that does not model the stopped Fall (its
+ * schedules still get it in the simulator when a Fall i is followed by B i)
+ * counts this instead of fall_overhead, so it never predicts below the
+ * simulator. The stopped Fall adds stop_saved + stop_overhead where the plain
+ * one adds saved + fall_overhead (it never runs over a held abar). Equal to
+ * fall_overhead when the stop fields take their defaults. */
+static inline uint64_t remat__fall_overhead_bound(const remat_stage *s) {
+    uint64_t plain = remat__fall_overhead(s);
+    uint64_t stop = remat__stop_saved(s) + remat__stop_overhead(s);
+    return stop > s->saved_bytes && stop - s->saved_bytes > plain ? stop - s->saved_bytes : plain;
+}
+
+/* Whether some stage's stopped Fall differs from its plain Fall (chain.c):
+ * without one, the stop fields change nothing. */
+int remat__chain_stops_differ(const remat_chain *c);
+
 /* Checks a struct a caller hands in, so that no public function reads out of
  * bounds or past a missing NUL on a struct the caller built or changed:
  * a chain as remat_chain_create would accept it (chain.c); a schedule with

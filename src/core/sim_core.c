@@ -39,6 +39,7 @@ void remat__sim_state_free(remat__sim_state *st) {
 uint64_t remat__value_bytes(const remat_chain *c, size_t i, uint8_t kind, uint8_t k) {
     if (kind == REMAT__HELD_A) return remat_chain_a_bytes(c, i);
     if (kind != REMAT__HELD_ABAR || i == 0 || i > c->n) return 0;
+    if (k == REMAT__OPT_STOP) return remat__stop_saved(&c->stages[i - 1]);
     return remat__stage_save(&c->stages[i - 1], k).saved_bytes;
 }
 
@@ -46,8 +47,17 @@ static uint64_t held_bytes(const remat_chain *c, const remat__sim_state *st, siz
     return remat__value_bytes(c, i, st->val[i], st->opt[i]);
 }
 
-/* The chain validator caps the sum of all sizes below 2^62, so these sums fit. */
-static int apply_forward(const remat_chain *c, remat__sim_state *st, remat_op op,
+int remat__fall_stops(const remat_chain *c, const remat__sim_state *st, remat_op op,
+                      const remat_op *next) {
+    return op.kind == REMAT_OP_FALL && op.option == 0 && op.index >= 1 && op.index < c->n &&
+           st->val[op.index] != REMAT__HELD_ABAR && next && next->kind == REMAT_OP_B &&
+           next->index == op.index;
+}
+
+/* The chain validator caps the sum of all sizes below 2^62, so these sums fit.
+ * A stopped Fall makes an abar[i] that need not hold a[i] (it may be smaller):
+ * nothing reads it as a[i], since the next op, B i, frees it. */
+static int apply_forward(const remat_chain *c, remat__sim_state *st, remat_op op, int stops,
                          uint64_t *during, double *time, char *reason, size_t reason_cap) {
     uint32_t i = op.index;
     const remat_stage *sg = &c->stages[i - 1];
@@ -58,16 +68,18 @@ static int apply_forward(const remat_chain *c, remat__sim_state *st, remat_op op
              sg->n_options == 1 ? "" : "s", (unsigned)op.option);
     uint8_t have = st->val[i];
     uint8_t want = op.kind == REMAT_OP_FALL ? REMAT__HELD_ABAR : REMAT__HELD_A;
+    uint8_t made = stops ? REMAT__OPT_STOP : op.option;
     uint64_t add = 0;
-    if (have < want) add = remat__value_bytes(c, i, want, op.option);
-    uint64_t overhead = op.kind == REMAT_OP_FALL ? remat__stage_save(sg, op.option).fall_overhead
-                                                 : sg->fwd_overhead;
+    if (have < want) add = remat__value_bytes(c, i, want, made);
+    uint64_t overhead = stops                       ? remat__stop_overhead(sg)
+                        : op.kind == REMAT_OP_FALL ? remat__stage_save(sg, op.option).fall_overhead
+                                                   : sg->fwd_overhead;
     *during = st->mem + add + overhead;
-    *time = sg->fwd_time;
+    *time = stops ? remat__stop_time(sg) : sg->fwd_time;
     if (have < want) { /* an abar already held keeps its own option */
         st->mem = st->mem - held_bytes(c, st, i) + add;
         st->val[i] = want;
-        st->opt[i] = op.option;
+        st->opt[i] = made;
     }
     if (op.kind == REMAT_OP_FN && st->val[i - 1] == REMAT__HELD_A) {
         st->mem -= remat_chain_a_bytes(c, i - 1);
@@ -103,8 +115,9 @@ static int apply_backward(const remat_chain *c, remat__sim_state *st, remat_op o
     return 1;
 }
 
-int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, uint64_t *during,
-                     double *time, char *reason, size_t reason_cap) {
+int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op,
+                     const remat_op *next, uint64_t *during, double *time, char *reason,
+                     size_t reason_cap) {
     *during = st->mem;
     *time = 0;
     if (op.option && op.kind != REMAT_OP_FALL) /* B takes the option of the abar it consumes */
@@ -116,7 +129,8 @@ int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, ui
     case REMAT_OP_B:
         if (op.index < 1 || op.index > c->n) FAIL("stage %u is not in 1..%zu", op.index, c->n);
         if (op.kind == REMAT_OP_B) return apply_backward(c, st, op, during, time, reason, reason_cap);
-        return apply_forward(c, st, op, during, time, reason, reason_cap);
+        return apply_forward(c, st, op, remat__fall_stops(c, st, op, next), during, time,
+                             reason, reason_cap);
     case REMAT_OP_DEL: {
         uint8_t want = op.value == REMAT_VALUE_ABAR ? REMAT__HELD_ABAR : REMAT__HELD_A;
         const char *nm = want == REMAT__HELD_ABAR ? "abar" : "a";

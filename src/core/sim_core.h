@@ -19,15 +19,35 @@ typedef struct remat__sim_state {
 remat_status remat__sim_state_init(const remat_chain *c, remat__sim_state *st, remat_error *err);
 void remat__sim_state_free(remat__sim_state *st);
 
+/* The option recorded for an abar[i] that a stopped Fall made (its size is
+ * stop_saved_bytes; the B consuming it takes the full save's time and
+ * overhead). */
+#define REMAT__OPT_STOP ((uint8_t)0xFF)
+
 /* Bytes of a[i] (kind REMAT__HELD_A) or abar[i] made with option k
- * (REMAT__HELD_ABAR); 0 for REMAT__HELD_NONE. */
+ * (REMAT__HELD_ABAR; k = REMAT__OPT_STOP: by a stopped Fall); 0 for
+ * REMAT__HELD_NONE. */
 uint64_t remat__value_bytes(const remat_chain *c, size_t i, uint8_t kind, uint8_t k);
 
-/* Applies one compute or Del op. Returns 1 and sets *during (memory in use
- * while it runs) and *time; or returns 0 with the reason in `reason`.
- * Off/Pre/Wait are not handled here (see the timed simulator). */
-int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op, uint64_t *during,
-                     double *time, char *reason, size_t reason_cap);
+/* Whether Fall op, run in state st and followed by *next (NULL: the last op),
+ * is a stopped Fall (docs/formats.md): the full save (option 0) of a stage
+ * i < n, abar[i] not already held, and next is B i. */
+int remat__fall_stops(const remat_chain *c, const remat__sim_state *st, remat_op op,
+                      const remat_op *next);
+
+/* Applies one compute or Del op; `next` is the op after it in the schedule
+ * (NULL at the end), which decides whether a Fall stops. Returns 1 and sets
+ * *during (memory in use while it runs) and *time; or returns 0 with the
+ * reason in `reason`. Off/Pre/Wait are not handled here (see the timed
+ * simulator). */
+int remat__sim_apply(const remat_chain *c, remat__sim_state *st, remat_op op,
+                     const remat_op *next, uint64_t *during, double *time, char *reason,
+                     size_t reason_cap);
+
+/* The op after op k of s, NULL after the last. */
+static inline const remat_op *remat__next_op(const remat_schedule *s, size_t k) {
+    return k + 1 < s->n_ops ? &s->ops[k + 1] : NULL;
+}
 
 /* Marks r invalid at op k (k == n_ops: the schedule ended early) with why. */
 void remat__sim_fail(remat_sim_result *r, const remat_schedule *s, size_t k, const char *why);

@@ -36,7 +36,8 @@ static remat_status simulate_plain(const remat_chain *c, const remat_schedule *s
     for (size_t k = 0; k < s->n_ops; k++) {
         uint64_t during;
         double t;
-        if (!remat__sim_apply(c, &st, s->ops[k], &during, &t, why, sizeof why)) {
+        if (!remat__sim_apply(c, &st, s->ops[k], remat__next_op(s, k), &during, &t, why,
+                              sizeof why)) {
             remat__sim_fail(r, s, k, why);
             break;
         }

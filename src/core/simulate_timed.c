@@ -179,7 +179,9 @@ static int compute_op(timed *T, size_t k, remat_op op) {
     uint64_t during;
     double dt;
     char why[256];
-    if (!remat__sim_apply(c, &T->st, op, &during, &dt, why, sizeof why)) FAIL("%s", why);
+    if (!remat__sim_apply(c, &T->st, op, remat__next_op(T->s, k), &during, &dt, why,
+                          sizeof why))
+        FAIL("%s", why);
     double e = s + dt;
     for (size_t p = 0; p < T->n_pending; p++) {
         size_t j = T->pending[p];
@@ -215,7 +217,7 @@ static int del_op(timed *T, size_t k, remat_op op) {
     uint64_t during;
     double dt;
     char why[256];
-    if (!remat__sim_apply(T->c, &T->st, op, &during, &dt, why, sizeof why)) FAIL("%s", why);
+    if (!remat__sim_apply(T->c, &T->st, op, NULL, &during, &dt, why, sizeof why)) FAIL("%s", why);
     T->tm[k].start = T->tm[k].end = T->tm[k].at = T->t_c;
     T->tm[k].during = during;
     T->tm[k].after = T->st.mem;

@@ -66,7 +66,8 @@ static remat_status build(const remat__hjoin_net *net, const remat_hjoin_schedul
         uint64_t during;
         double t;
         remat__hjoin_state_copy(net, prev, cur);
-        if (!remat__hjoin_apply(net, cur, op, &during, &t, why, sizeof why)) {
+        const remat_hjoin_op *next = remat__hjoin_next_op(s, k);
+        if (!remat__hjoin_apply(net, cur, op, next, &during, &t, why, sizeof why)) {
             remat_hjoin_op_format(op, text);
             return remat__fail(err, REMAT_E_INPUT, "join schedule op %zu (%s): %s", k, text, why);
         }
@@ -77,8 +78,13 @@ static remat_status build(const remat__hjoin_net *net, const remat_hjoin_schedul
         } else {
             size_t b = op.branch - 1u;
             branch_refs(&prev->b[b], &cur->b[b], op, step);
-            /* B recomputes with the option its abar was made with */
-            step->option = op.kind == REMAT_HJOIN_OP_B ? prev->b[b].opt[op.index] : op.option;
+            step->stops = (uint8_t)remat__hjoin_fall_stops(net, prev, op, next);
+            /* B recomputes with the option its abar was made with (a stopped
+             * Fall's abar is the full save's, made smaller) */
+            uint8_t made = prev->b[b].opt[op.index];
+            step->option = op.kind != REMAT_HJOIN_OP_B ? op.option
+                           : made == REMAT__OPT_STOP   ? 0
+                                                       : made;
         }
         step->mem_during = during;
         step->mem_after = cur->mem;

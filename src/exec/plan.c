@@ -61,16 +61,19 @@ static void list_changes(const remat__sim_state *before, const remat__sim_state 
  * its step's reads, creations and releases. Returns 0 with `why` set when
  * the op is not valid there. */
 static int apply_step(const remat_chain *c, remat__sim_state *cur, remat__sim_state *prev,
-                      remat_op op, remat_exec_step *step, uint64_t *during, double *t,
-                      char *why, size_t why_cap) {
+                      remat_op op, const remat_op *next, remat_exec_step *step,
+                      uint64_t *during, double *t, char *why, size_t why_cap) {
     memcpy(prev->val, cur->val, c->n + 1);
     memcpy(prev->opt, cur->opt, c->n + 1);
     memcpy(prev->dheld, cur->dheld, c->n + 1);
     prev->mem = cur->mem;
-    if (!remat__sim_apply(c, cur, op, during, t, why, why_cap)) return 0;
+    if (!remat__sim_apply(c, cur, op, next, during, t, why, why_cap)) return 0;
     step->op = op;
+    step->stops = (uint8_t)remat__fall_stops(c, prev, op, next);
     if (op.kind == REMAT_OP_FALL) step->option = op.option;
-    if (op.kind == REMAT_OP_B) step->option = prev->opt[op.index];
+    /* the abar of a stopped Fall is the full save's, made smaller */
+    if (op.kind == REMAT_OP_B)
+        step->option = prev->opt[op.index] == REMAT__OPT_STOP ? 0 : prev->opt[op.index];
     list_reads(prev, op, step);
     list_changes(prev, cur, op, step);
     return 1;
@@ -105,7 +108,8 @@ static remat_status build_steps(const remat_chain *c, const remat_schedule *s,
         remat_exec_step *step = &p->steps[k];
         uint64_t during;
         double t;
-        if (!apply_step(c, &cur, &prev, op, step, &during, &t, why, sizeof why)) {
+        if (!apply_step(c, &cur, &prev, op, remat__next_op(s, k), step, &during, &t, why,
+                        sizeof why)) {
             st = remat__fail(err, REMAT_E_INPUT, "schedule op %zu (%s): %s", k, text, why);
             break;
         }
@@ -198,7 +202,8 @@ static remat_status timed_step(const remat_chain *c, const remat_schedule *s, ti
         uint64_t during;
         double t;
         char why[256];
-        if (!apply_step(c, cur, prev, op, step, &during, &t, why, sizeof why)) {
+        if (!apply_step(c, cur, prev, op, remat__next_op(s, k), step, &during, &t, why,
+                        sizeof why)) {
             char text[REMAT_OP_TEXT_MAX];
             remat_op_format(op, text);
             return remat__fail(err, REMAT_E_INTERNAL,

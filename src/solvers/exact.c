@@ -38,6 +38,21 @@
  * With o->exact_no_del, P1 and P2 do not apply: Fn is then the only way to
  * drop a value early, so the search keeps every op SPEC allows except Del.
  *
+ * The stopped Fall (docs/formats.md): a full-save Fall b (b = next_b < n,
+ * abar[b] not held) followed at once by B b takes the stage's stop figures,
+ * so the op before B b matters. For a stage whose stop figures differ from
+ * the plain ones, the search has two edges for that Fall: "Fall b; B b" as
+ * one edge, with the stopped figures, and a plain Fall b leading to a
+ * "fresh" copy of the state, from which B b may not run next (the schedule
+ * would read as the stopped pair); any other op leaves the fresh copy. So
+ * every schedule is a path with the simulator's costs and vice versa. P1
+ * and P2 do not apply in a fresh copy: an op there that changes nothing else
+ * (a forward of a value held) still keeps the Fall from stopping. The
+ * fresh copies of next_b = b are prod_{j<b} r_j more states; a chain
+ * without differing stop figures uses none of this and searches as before.
+ * h stays consistent with fwd[i] = stop_time[i] + min_k bwd_time_k[i]
+ * (stop_time <= fwd_time).
+ *
  * When nothing fits, the same graph is searched for the smallest peak instead
  * (a bottleneck path, keyed by (peak, time)), which is the exact min memory.
  * Index j has r_j = 3 + n_options(j) states (none, a, abar with each option;
@@ -62,7 +77,7 @@ typedef struct exact_node {
     uint64_t peak;   /* largest in-use memory on that path */
     uint32_t parent; /* previous state on that path */
     uint32_t pos;    /* heap position, POS_NONE (never seen) or POS_DONE (settled) */
-    uint16_t op;     /* packed op leading here (pack_op) */
+    uint16_t op;     /* packed op leading here (pack_op; PACK_THEN_B: "op; B i") */
 } exact_node;
 
 typedef struct exact_search {
@@ -72,6 +87,8 @@ typedef struct exact_search {
     int by_peak;    /* 1: minimise the peak (min memory); 0: the time within limit */
     uint64_t limit; /* in-use memory bound per op (time mode) */
     uint32_t off[EXACT_MAX_STAGES + 2];  /* first id of the states with next_b = b */
+    uint32_t fresh[EXACT_MAX_STAGES + 2]; /* first id of the fresh states with next_b = b */
+    uint8_t stops[EXACT_MAX_STAGES + 1];  /* stage i's stopped Fall differs from its Fall */
     uint32_t weight[EXACT_MAX_STAGES + 2]; /* weight[j] = prod_{i<j} radix[i] */
     uint8_t radix[EXACT_MAX_STAGES + 1];   /* r_j: states of index j */
     double fwd[EXACT_MAX_STAGES + 1];      /* fwd_time[i] + the least bwd_time of its options */
@@ -80,17 +97,20 @@ typedef struct exact_search {
     size_t heap_len;
     uint8_t base[EXACT_MAX_STAGES + 1]; /* the state being expanded, as codes (code_of) */
     uint32_t base_b;
+    int base_fresh; /* the state being expanded is a fresh copy: no B base_b next */
     remat__sim_state sim;
 } exact_search;
 
-/* kind: 3 bits, value: 1, index: 4 (<= 12), option: 4 (<= 8). */
+/* kind: 3 bits, value: 1, index: 4 (<= 12), option: 4 (<= 8); then one bit
+ * for the stopped pair "Fall i; B i". */
+#define PACK_THEN_B ((uint16_t)1 << 12)
 static uint16_t pack_op(remat_op op) {
     return (uint16_t)(op.kind | (op.value << 3) | (op.index << 4) | (op.option << 8));
 }
 
 static remat_op unpack_op(uint16_t p) {
     remat_op op = {(uint8_t)(p & 7u), (uint8_t)((p >> 3) & 1u), (uint32_t)((p >> 4) & 15u),
-                   (uint8_t)(p >> 8)};
+                   (uint8_t)((p >> 8) & 15u)};
     return op;
 }
 
@@ -99,20 +119,24 @@ static uint8_t code_of(const remat__sim_state *s, uint32_t j) {
     return s->val[j] == REMAT__HELD_ABAR ? (uint8_t)(REMAT__HELD_ABAR + s->opt[j]) : s->val[j];
 }
 
-static uint32_t encode(const exact_search *x, const uint8_t *code, uint32_t b) {
-    uint32_t id = x->off[b];
-    for (uint32_t j = 0; j <= b; j++) id += code[j] * x->weight[j];
+/* A fresh copy (code[b] is then the full save's abar) leaves code[b] out. */
+static uint32_t encode(const exact_search *x, const uint8_t *code, uint32_t b, int fresh) {
+    uint32_t id = fresh ? x->fresh[b] : x->off[b];
+    for (uint32_t j = 0; j < b + !fresh; j++) id += code[j] * x->weight[j];
     return id;
 }
 
-static void decode(const exact_search *x, uint32_t id, uint8_t *code, uint32_t *b) {
+static void decode(const exact_search *x, uint32_t id, uint8_t *code, uint32_t *b, int *fresh) {
     uint32_t bb = 0;
-    while (id >= x->off[bb + 1]) bb++;
-    id -= x->off[bb];
+    *fresh = id >= x->off[x->n + 1];
+    const uint32_t *start = *fresh ? x->fresh : x->off;
+    while (id >= start[bb + 1]) bb++;
+    id -= start[bb];
     for (uint32_t j = 0; j <= x->n; j++) {
         code[j] = j <= bb ? (uint8_t)(id % x->radix[j]) : REMAT__HELD_NONE;
         if (j <= bb) id /= x->radix[j];
     }
+    if (*fresh) code[bb] = REMAT__HELD_ABAR; /* option 0 */
     *b = bb;
 }
 
@@ -177,7 +201,7 @@ static uint32_t heap_pop(exact_search *x) {
 }
 
 /* Offers the path (g, peak) through `from` by `op` to state `to`. */
-static void relax(exact_search *x, uint32_t from, uint32_t to, remat_op op, double g,
+static void relax(exact_search *x, uint32_t from, uint32_t to, uint16_t op, double g,
                   uint64_t peak) {
     exact_node *v = &x->nodes[to];
     if (v->pos == POS_DONE) return;
@@ -190,7 +214,7 @@ static void relax(exact_search *x, uint32_t from, uint32_t to, remat_op op, doub
     v->g = g;
     v->peak = peak;
     v->parent = from;
-    v->op = pack_op(op);
+    v->op = op;
     if (v->pos == POS_NONE) {
         x->heap_len++;
         heap_set(x, x->heap_len - 1, to);
@@ -198,9 +222,10 @@ static void relax(exact_search *x, uint32_t from, uint32_t to, remat_op op, doub
     sift_up(x, v->pos);
 }
 
-/* Applies op to the state being expanded and relaxes the result. Returns 0 on
- * an internal inconsistency (a value held above next_b). */
-static int try_op(exact_search *x, uint32_t from, remat_op op) {
+/* Applies op to the state being expanded and relaxes the result; then_b: the
+ * stopped pair "op; B i" (op is Fall i, i = next_b). Returns 0 on an internal
+ * inconsistency (a value held above next_b). */
+static int try_op(exact_search *x, uint32_t from, remat_op op, int then_b) {
     remat__sim_state *s = &x->sim;
     uint32_t b = x->base_b;
     memset(s->dheld, 0, x->n + 1u);
@@ -213,62 +238,76 @@ static int try_op(exact_search *x, uint32_t from, remat_op op) {
         s->opt[j] = v >= REMAT__HELD_ABAR ? (uint8_t)(v - REMAT__HELD_ABAR) : 0;
         s->mem += remat__value_bytes(x->c, j, s->val[j], s->opt[j]);
     }
-    uint64_t during;
-    double t;
+    uint64_t during, during_b = 0;
+    double t, t_b = 0;
     char why[128];
-    if (!remat__sim_apply(x->c, s, op, &during, &t, why, sizeof why)) return 1;
+    remat_op bop = {REMAT_OP_B, 0, b, 0};
+    /* a plain Fall b of a stage whose stop differs leads to the fresh copy */
+    int fresh = !then_b && op.kind == REMAT_OP_FALL && op.option == 0 && op.index == b &&
+                x->stops[b] && s->val[b] != REMAT__HELD_ABAR;
+    if (!remat__sim_apply(x->c, s, op, then_b ? &bop : NULL, &during, &t, why, sizeof why))
+        return 1;
+    if (then_b && !remat__sim_apply(x->c, s, bop, NULL, &during_b, &t_b, why, sizeof why))
+        return 1;
+    if (during_b > during) during = during_b;
     if (!x->by_peak && during > x->limit) return 1;
     for (uint32_t j = s->next_b + 1; j <= x->n; j++)
         if (s->val[j] != REMAT__HELD_NONE) return 0;
     uint8_t code[EXACT_MAX_STAGES + 1];
     for (uint32_t j = 0; j <= s->next_b; j++) code[j] = code_of(s, j);
-    uint32_t to = encode(x, code, s->next_b);
+    uint32_t to = encode(x, code, s->next_b, fresh);
     if (to == from) return 1; /* P5 */
     const exact_node *u = &x->nodes[from];
-    relax(x, from, to, op, u->g + t, during > u->peak ? during : u->peak);
+    relax(x, from, to, (uint16_t)(pack_op(op) | (then_b ? PACK_THEN_B : 0)), u->g + t + t_b,
+          during > u->peak ? during : u->peak);
     return 1;
 }
 
 static int expand(exact_search *x, uint32_t id) {
-    decode(x, id, x->base, &x->base_b);
+    decode(x, id, x->base, &x->base_b, &x->base_fresh);
     uint32_t b = x->base_b;
     int ok = 1;
     for (uint32_t i = 1; i <= b && ok; i++) {
         uint8_t have = x->base[i], in = x->base[i - 1];
         if (in == REMAT__HELD_NONE) continue;
         remat_op op = {REMAT_OP_FALL, 0, i, 0};
-        size_t options = have >= REMAT__HELD_ABAR ? 0 : x->c->stages[i - 1].n_options + 1;
+        /* from a fresh copy, an op that changes nothing still parts Fall b from B b */
+        int spacer = x->base_fresh;
+        size_t options =
+            have >= REMAT__HELD_ABAR && !spacer ? 0 : x->c->stages[i - 1].n_options + 1;
         for (size_t k = 0; k < options && ok; k++) {
             op.option = (uint8_t)k;
-            ok &= try_op(x, id, op);
+            ok &= try_op(x, id, op, 0);
         }
         op.option = 0;
-        int plain_useful = x->no_del || (have == REMAT__HELD_NONE && i < b); /* P1, P2 */
+        if (have < REMAT__HELD_ABAR && i == b && x->stops[b] && ok)
+            ok &= try_op(x, id, op, 1); /* Fall b; B b */
+        int plain_useful = x->no_del || spacer || (have == REMAT__HELD_NONE && i < b); /* P1, P2 */
         if (!plain_useful) continue;
         op.kind = REMAT_OP_FCK;
-        ok &= try_op(x, id, op);
+        ok &= try_op(x, id, op, 0);
         op.kind = REMAT_OP_FN;
-        if (in == REMAT__HELD_A && i > 1) ok &= try_op(x, id, op); /* P3, P4 */
+        if (in == REMAT__HELD_A && i > 1) ok &= try_op(x, id, op, 0); /* P3, P4 */
     }
     remat_op bop = {REMAT_OP_B, 0, b, 0};
-    if (b >= 1 && ok) ok &= try_op(x, id, bop);
+    if (b >= 1 && ok && !x->base_fresh) ok &= try_op(x, id, bop, 0);
     for (uint32_t j = 1; j <= b && ok && !x->no_del; j++) { /* P3: never j = 0 */
         if (x->base[j] == REMAT__HELD_NONE) continue;
         remat_op del = {REMAT_OP_DEL,
                         x->base[j] >= REMAT__HELD_ABAR ? REMAT_VALUE_ABAR : REMAT_VALUE_A, j, 0};
-        ok &= try_op(x, id, del);
+        ok &= try_op(x, id, del, 0);
     }
     return ok;
 }
 
 /* Runs the search; *found is 1 when the goal (every B done) was reached. */
 static remat_status search(exact_search *x, int *found, remat_error *err) {
-    size_t states = x->off[x->n + 1];
+    size_t states = x->fresh[x->n + 1];
     for (size_t k = 0; k < states; k++) x->nodes[k].pos = POS_NONE;
     x->heap_len = 0;
     uint8_t start[EXACT_MAX_STAGES + 1] = {0};
     start[0] = REMAT__HELD_A;
-    uint32_t sid = encode(x, start, x->n);
+    uint32_t sid = encode(x, start, x->n, 0);
     exact_node *s = &x->nodes[sid];
     s->g = 0;
     memset(x->sim.val, 0, x->n + 1u); /* the start holds no abar */
@@ -292,12 +331,19 @@ static remat_status search(exact_search *x, int *found, remat_error *err) {
 
 static remat_status build_schedule(exact_search *x, remat_schedule **out, remat_error *err) {
     size_t len = 0;
-    for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent) len++;
+    for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent)
+        len += x->nodes[id].op & PACK_THEN_B ? 2 : 1;
     remat_op *ops = NULL;
     REMAT__FORWARD(remat__alloc_table((void **)&ops, len, sizeof *ops, 0, "exact: schedule", err));
     size_t k = len;
-    for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent)
-        ops[--k] = unpack_op(x->nodes[id].op);
+    for (uint32_t id = 0; x->nodes[id].parent != id; id = x->nodes[id].parent) {
+        remat_op op = unpack_op((uint16_t)(x->nodes[id].op & ~PACK_THEN_B));
+        if (x->nodes[id].op & PACK_THEN_B) {
+            remat_op bop = {REMAT_OP_B, 0, op.index, 0};
+            ops[--k] = bop;
+        }
+        ops[--k] = op;
+    }
     remat_schedule *s = NULL;
     remat_status st = remat_schedule_create("exact", &s, err);
     for (k = 0; k < len && st == REMAT_OK; k++) st = remat_schedule_push(s, ops[k], err);
@@ -342,14 +388,29 @@ static remat_status setup(exact_search *x, const remat_chain *c, const remat_sol
                      "multiplies them by 3 + its options): use optimal",
                      (unsigned long long)EXACT_MAX_STATES);
     x->off[x->n + 1] = (uint32_t)total;
+    /* fresh copies of next_b = b (1 <= b < n) for the stages whose stop differs */
+    for (uint32_t b = 0; b <= x->n; b++) {
+        const remat_stage *sg = &c->stages[b ? b - 1 : 0];
+        x->stops[b] = b >= 1 && b < x->n &&
+                      (remat__stop_time(sg) != sg->fwd_time ||
+                       remat__stop_saved(sg) != sg->saved_bytes ||
+                       remat__stop_overhead(sg) != remat__fall_overhead(sg));
+        x->fresh[b] = (uint32_t)total;
+        if (x->stops[b]) total += x->weight[b];
+    }
+    REMAT__RETURN_IF(total > EXACT_MAX_STATES, err, REMAT_E_TOO_LARGE,
+                     "exact: the chain's options and stopped Falls make more than %llu search "
+                     "states: use optimal",
+                     (unsigned long long)EXACT_MAX_STATES);
+    x->fresh[x->n + 1] = (uint32_t)total;
     for (uint32_t i = 1; i <= x->n; i++) {
         const remat_stage *sg = &c->stages[i - 1];
         double least = sg->bwd_time;
         for (size_t k = 0; k < sg->n_options; k++)
             if (sg->options[k].bwd_time < least) least = sg->options[k].bwd_time;
-        x->fwd[i] = sg->fwd_time + least;
+        x->fwd[i] = (i < x->n ? remat__stop_time(sg) : sg->fwd_time) + least;
     }
-    size_t states = x->off[x->n + 1];
+    size_t states = x->fresh[x->n + 1];
     uint64_t cap = o->max_work_bytes ? o->max_work_bytes : REMAT_DEFAULT_MAX_WORK_BYTES;
     uint64_t node_bytes = (uint64_t)states * sizeof(exact_node);
     REMAT__FORWARD(remat__alloc_table((void **)&x->nodes, states, sizeof(exact_node), cap,

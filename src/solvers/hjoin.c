@@ -603,7 +603,7 @@ static remat_status measure(const remat__hjoin_net *net, remat_hjoin_schedule *s
     for (size_t k = 0; k < s->n_ops && ok; k++) {
         uint64_t during;
         double t;
-        ok = remat__hjoin_apply(net, &st, s->ops[k], &during, &t, why, sizeof why);
+        ok = remat__hjoin_apply(net, &st, s->ops[k], remat__hjoin_next_op(s, k), &during, &t, why, sizeof why);
         if (during > s->peak_bytes) s->peak_bytes = during;
         s->time += t;
     }

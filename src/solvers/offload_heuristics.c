@@ -241,7 +241,8 @@ static int choose(const remat_chain *c, const remat_schedule *base, size_t peak,
         uint64_t during;
         double t;
         if (base->ops[k].kind <= REMAT_OP_DEL)
-            remat__sim_apply(c, &st, base->ops[k], &during, &t, why, sizeof why);
+            remat__sim_apply(c, &st, base->ops[k], remat__next_op(base, k), &during, &t, why,
+                             sizeof why);
     }
     int found = 0;
     for (size_t i = 0; i <= c->n && !found; i++) {

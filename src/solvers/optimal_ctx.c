@@ -11,6 +11,7 @@ void remat__opt_ctx_free(opt_ctx *x) {
     free(x->pf); free(x->pfb); free(x->vw); free(x->dtab);
     free(x->sv0); free(x->sab); free(x->sof); free(x->sob); free(x->sub); free(x->pl);
     free(x->abx);
+    free(x->dstop); free(x->dpl); free(x->dsab); free(x->dsof); free(x->dc); free(x->dgain);
     memset(x, 0, sizeof *x);
 }
 
@@ -57,6 +58,12 @@ static void ctx_units(opt_ctx *x, uint64_t slots, uint64_t mem) {
             x->sof[i] = sat(v.fall_overhead / u + (v.fall_overhead % u != 0));
             x->sob[i] = sat(v.bwd_overhead / u + (v.bwd_overhead % u != 0));
         }
+    for (size_t s = 1; s <= x->n; s++) {
+        uint64_t v[2] = {remat__stop_saved(&c->stages[s - 1]),
+                         remat__stop_overhead(&c->stages[s - 1])};
+        x->dsab[s] = sat(v[0] / u + (v[0] % u != 0));
+        x->dsof[s] = sat(v[1] / u + (v[1] % u != 0));
+    }
     plain_sizes(x);
     fnp_of_sizes(x);
     uint64_t in = remat_chain_a_bytes(c, 0);
@@ -83,6 +90,8 @@ static uint64_t lo_of(const opt_ctx *x, size_t s, size_t t, const uint64_t *run)
         best = min2(best, max2(m_all_j(x, s, t, j), sat(x->sab[i] + lo_t[s])));
         bneed = min2(bneed, sat(x->sab[i] + x->d[s] + x->d[s - 1] + x->sob[i]));
     }
+    if (x->dstop[s]) /* B s may consume the abar of a stopped Fall (base case (s, s)) */
+        bneed = min2(bneed, sat(x->dsab[s] + x->d[s] + x->d[s - 1] + x->sob[sv(x, s, 0)]));
     uint64_t last = max3(x->d[t] + run[t], x->a[t - 1] + lo_t[t - 1], lo_s[t - 2]);
     if (last < best) best = last;
     if (max3(lo_t[s], bneed, x->d[t] + run[t]) >= best) return best;
@@ -143,7 +152,14 @@ remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_
     x->sv0 = remat__calloc(n1 + 1, sizeof(size_t));
     x->pl = remat__calloc(n1, 1);
     x->abx = remat__calloc(n1, sizeof(uint64_t));
-    if (!x->pf || !x->pfb || !x->sv0 || !x->pl || !x->abx)
+    x->dstop = remat__calloc(n1, 1);
+    x->dpl = remat__calloc(n1, 1);
+    x->dsab = remat__calloc(n1, sizeof(uint64_t));
+    x->dsof = remat__calloc(n1, sizeof(uint64_t));
+    x->dc = remat__calloc(n1, sizeof(double));
+    x->dgain = remat__calloc(n1, sizeof(double));
+    if (!x->pf || !x->pfb || !x->sv0 || !x->pl || !x->abx || !x->dstop || !x->dpl || !x->dsab ||
+        !x->dsof || !x->dc || !x->dgain)
         return remat__fail(err, REMAT_E_NOMEM, "optimal: out of memory");
     x->sv0[1] = 0;
     for (size_t s = 1; s <= c->n; s++) x->sv0[s + 1] = x->sv0[s] + 1 + c->stages[s - 1].n_options;
@@ -187,6 +203,18 @@ remat_status remat__opt_ctx_init(opt_ctx *x, const remat_chain *c, uint64_t max_
         double ub = remat__stage_save(sg, x->pl[i]).bwd_time;
         x->pf[i] = x->pf[i - 1] + sg->fwd_time * x->scale;
         x->pfb[i] = x->pfb[i - 1] + (sg->fwd_time + ub) * x->scale;
+        /* the base case's stopped Fall, where its figures differ from the plain Fall's */
+        x->dpl[i] = x->pl[i];
+        x->dstop[i] = i < c->n && (remat__stop_time(sg) != sg->fwd_time ||
+                                   remat__stop_saved(sg) != sg->saved_bytes ||
+                                   remat__stop_overhead(sg) != remat__fall_overhead(sg));
+        if (!x->dstop[i]) continue;
+        x->dc[i] = (remat__stop_time(sg) + sg->bwd_time) * x->scale;
+        double plain = x->pfb[i] - x->pfb[i - 1];
+        if (x->dc[i] < plain) {
+            x->dpl[i] = 0;
+            x->dgain[i] = plain - x->dc[i];
+        }
     }
     return REMAT_OK;
 }
@@ -330,6 +358,10 @@ remat_status remat__opt_ctx_scaled(opt_ctx *y, const opt_ctx *x, int up, uint64_
     for (int k = 0; k < 3; k++)
         for (size_t i = 0; i < x->sv0[x->n + 1]; i++)
             sto[k][i] = sfrom[k][i] / K + (up && sfrom[k][i] % K);
+    for (size_t i = 0; i <= x->n; i++) {
+        y->dsab[i] = x->dsab[i] / K + (up && x->dsab[i] % K);
+        y->dsof[i] = x->dsof[i] / K + (up && x->dsof[i] % K);
+    }
     if (!up) y->held_in = x; /* rows cover what the fine rows map to */
     plain_sizes(y);
     fnp_of_sizes(y);

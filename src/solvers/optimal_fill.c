@@ -49,7 +49,7 @@ static void diag_row(const opt_ctx *x, size_t s) {
     for (uint64_t m = me->lo; m < me->hi; m++) {
         float best = INFINITY;
         for (size_t j = 0; j < nsaves(x, s); j++) {
-            float v = fall_cost(x, s, j);
+            float v = diag_cost(x, s, j);
             if (need_fall(x, s, s, j) <= m && v < best) best = v;
         }
         row[m - me->lo] = best;
@@ -140,9 +140,10 @@ remat_status remat__opt_query_ranges(opt_ctx *x, uint64_t root_span, remat_error
             opt_view *v = &x->vw[id];
             v->lo = t == s ? max2(x->lo[id], need_least(x, s, s))
                            : max2(x->lo[id], hbud > h ? (hbud - h) / hk : 0);
-            /* the diagonal has a row only when its saves differ */
-            v->hi = (t > s || nsaves(x, s) > 1) && x->g[id] < top ? x->g[id] : top;
-            if (t == s && nsaves(x, s) == 1) v->hi = v->lo;
+            /* the diagonal has a row only when its saves (or the stop) differ */
+            int drow = nsaves(x, s) > 1 || x->dstop[s];
+            v->hi = (t > s || drow) && x->g[id] < top ? x->g[id] : top;
+            if (t == s && !drow) v->hi = v->lo;
             if (x->held_in && t > s) { /* what the fine row maps to, and up to g */
                 const opt_view *f = &hx->vw[id];
                 uint64_t fh = f->hi > f->lo ? ceil_div(f->hi - 1, hk) + 1 : 0;
@@ -174,10 +175,10 @@ remat_status remat__opt_layout_rows(opt_ctx *x, const remat_solve_options *o, ui
     x->vwt = x->vw;
     REMAT__FORWARD(remat__alloc_table((void **)&x->g, nn, 8, cap, "optimal per-pair bounds", err));
     x->off = x->g;
-    /* g(s, t): the need of Fall s..t, B t..s with the plain saves; from it on C
-     * is the plain time */
+    /* g(s, t): the need of Fall s..t, B t..s with the plain saves (t's: the
+     * diagonal's fastest); from it on C is that time, tmin_f */
     for (size_t s = n; s >= 1; s--) {
-        x->g[IDX(x, s, s)] = need_plain(x, s, s);
+        x->g[IDX(x, s, s)] = need_fall(x, s, s, x->dpl[s]);
         for (size_t t = s + 1; t <= n; t++)
             x->g[IDX(x, s, t)] = max2(need_plain(x, s, t), sat(x->ab[s] + x->g[IDX(x, s + 1, t)]));
     }

@@ -48,6 +48,15 @@ typedef struct opt_ctx {
     double *sub;                    /* [sv0[n+1]] */
     uint8_t *pl;                    /* [n+1] */
     uint64_t *abx;                  /* [n+1] */
+    /* The base case (s, s), "Fall s; B s": with save 0 its Fall stops
+     * (docs/formats.md) when dstop[s] (s < n, a stage whose stop figures
+     * differ), making dsab[s] with overhead dsof[s] (units) in time dc[s]
+     * (scaled, with B's). dpl[s] is the diagonal's fastest save (pl[s] but
+     * for a faster stop), dgain[s] what it saves on the plain save's time:
+     * every pair (s', s) ends with that base case once it stores all. */
+    uint8_t *dstop, *dpl;           /* [n+1] */
+    uint64_t *dsab, *dsof;          /* [n+1] */
+    double *dc, *dgain;             /* [n+1] */
     int plain_all_full;             /* every pl[s] is 0: store-all is the plain schedule */
     const struct opt_ctx *held_in; /* a lower bound table's fine table, whose needs its
                                     * choices check and whose held sizes and budget its
@@ -79,8 +88,9 @@ static inline size_t sv(const opt_ctx *x, size_t s, size_t j) { return x->sv0[s]
  * of the paper, derived. */
 static inline uint64_t m_all_j(const opt_ctx *x, size_t s, size_t t, size_t j) {
     size_t i = sv(x, s, j);
-    return max2(sat(x->d[t] + x->sab[i] + x->sof[i]),
-                sat(x->sab[i] + x->d[s] + x->d[s - 1] + x->sob[i]));
+    uint64_t ab = x->sab[i], of = x->sof[i];
+    if (s == t && j == 0 && x->dstop[s]) ab = x->dsab[s], of = x->dsof[s]; /* it stops */
+    return max2(sat(x->d[t] + ab + of), sat(ab + x->d[s] + x->d[s - 1] + x->sob[i]));
 }
 
 /* The time of Fall s with save j and of the B s that consumes it, as a
@@ -89,6 +99,11 @@ static inline uint64_t m_all_j(const opt_ctx *x, size_t s, size_t t, size_t j) {
 static inline float fall_cost(const opt_ctx *x, size_t s, size_t j) {
     if (j == x->pl[s]) return (float)(x->pfb[s] - x->pfb[s - 1]);
     return (float)((x->pf[s] - x->pf[s - 1]) + x->sub[sv(x, s, j)]);
+}
+
+/* The time of the base case (s, s) with save j: Fall s stops with save 0. */
+static inline float diag_cost(const opt_ctx *x, size_t s, size_t j) {
+    return j == 0 && x->dstop[s] ? (float)x->dc[s] : fall_cost(x, s, j);
 }
 
 static inline uint64_t byte_a(const remat_chain *c, size_t i) { return remat_chain_a_bytes(c, i); }
@@ -120,8 +135,9 @@ static inline uint64_t unit_top(uint64_t slots, uint64_t u) { return unit_step(s
 
 /* ---- table rows ---- */
 
+/* The time of storing all of s..t: plain saves, t's the diagonal's best. */
 static inline float tmin_f(const opt_ctx *x, size_t s, size_t t) {
-    return (float)(x->pfb[t] - x->pfb[s - 1]);
+    return (float)(x->pfb[t] - x->pfb[s - 1] - x->dgain[t]);
 }
 
 /* C(s, t, .) as a row: k < lo is infinite, lo <= k < hi reads row, else tail.

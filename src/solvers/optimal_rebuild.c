@@ -6,10 +6,18 @@ static void note(opt_rebuild *r, uint64_t during) {
     if (during > r->peak) r->peak = during;
 }
 
-/* Emits op k of stage i; a Fall makes save j, a B consumes save j. */
+/* A task's save when the Fall s of the base case (s, s) stops. */
+#define SAVE_STOPS 0x100u
+
+/* Emits op k of stage i; a Fall makes save j, a B consumes save j
+ * (SAVE_STOPS: a stopped Fall and the B after it, save 0). */
 static remat_status emit(opt_rebuild *r, remat_op_kind k, size_t i, size_t j, remat_error *err) {
     const remat_stage *sg = &r->x->c->stages[i - 1];
-    r->time += k == REMAT_OP_B ? remat__stage_save(sg, (unsigned)j).bwd_time : sg->fwd_time;
+    int stops = (j & SAVE_STOPS) != 0;
+    j &= ~(size_t)SAVE_STOPS;
+    r->time += k == REMAT_OP_B ? remat__stage_save(sg, (unsigned)j).bwd_time
+               : stops         ? remat__stop_time(sg)
+                               : sg->fwd_time;
     remat_op op = {(uint8_t)k, 0, (uint32_t)i, (uint8_t)(k == REMAT_OP_FALL ? j : 0)};
     return r->sch ? remat_schedule_push(r->sch, op, err) : REMAT_OK;
 }
@@ -26,7 +34,7 @@ static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m
                                 size_t *save, remat_error *err) {
     float want = table_at(x, s, t, m), best = INFINITY;
     *out = 0;
-    *save = x->pl[s];
+    *save = s == t ? x->dpl[s] : x->pl[s];
     if (m >= x->g[IDX(x, s, t)]) return REMAT_OK; /* all Fall, plain saves: the tail value */
     /* The first choice whose value, computed as the fill did, is the table's
      * (the table holds the min, so it is the best). */
@@ -34,8 +42,8 @@ static remat_status best_choice(const opt_ctx *x, size_t s, size_t t, uint64_t m
     opt_view A = s < t ? view_of(x, s + 1, t) : opt_zero;
     for (size_t j = 0; j < nsaves(x, s); j++) {
         uint64_t ab = x->sab[sv(x, s, j)];
-        if (m < m_all_j(x, s, t, j) || m < ab) continue;
-        float v = s < t ? (fall_cost(x, s, j) + view_at(&A, m - ab)) + 0.0f : fall_cost(x, s, j);
+        if (m < m_all_j(x, s, t, j) || (s < t && m < ab)) continue;
+        float v = s < t ? (fall_cost(x, s, j) + view_at(&A, m - ab)) + 0.0f : diag_cost(x, s, j);
         if (v < best) {
             best = v;
             *out = 0;
@@ -83,8 +91,9 @@ remat_status remat__opt_rebuild(opt_rebuild *r, size_t s0, size_t t0, uint64_t m
         uint64_t dp = remat_chain_d_bytes(c, s - 1), dt = remat_chain_d_bytes(c, t);
         const remat_stage *sg = &c->stages[s - 1];
         if (k.kind == TASK_B) {
-            remat__save v = remat__stage_save(sg, k.save);
-            note(r, k.base + v.saved_bytes + ds + dp + v.bwd_overhead);
+            remat__save v = remat__stage_save(sg, k.save & ~SAVE_STOPS);
+            uint64_t ab = k.save & SAVE_STOPS ? remat__stop_saved(sg) : v.saved_bytes;
+            note(r, k.base + ab + ds + dp + v.bwd_overhead);
             st = emit(r, REMAT_OP_B, s, k.save, err);
             continue;
         }
@@ -93,7 +102,13 @@ remat_status remat__opt_rebuild(opt_rebuild *r, size_t s0, size_t t0, uint64_t m
         if (st != REMAT_OK) break;
         if (sp == 0) { /* Fall s with save j, then (s+1, t), then B s */
             remat__save v = remat__stage_save(sg, (unsigned)j);
-            note(r, k.base + dt + v.saved_bytes + v.fall_overhead);
+            int stops = s == t && j == 0 && x->dstop[s]; /* B s comes next */
+            if (stops) {
+                note(r, k.base + dt + remat__stop_saved(sg) + remat__stop_overhead(sg));
+                j |= SAVE_STOPS;
+            } else {
+                note(r, k.base + dt + v.saved_bytes + v.fall_overhead);
+            }
             st = emit(r, REMAT_OP_FALL, s, j, err);
             opt_task b = {TASK_B, k.s, k.s, 0, k.base, (uint32_t)j};
             if (st == REMAT_OK) st = push_task(r, b, err);

@@ -83,7 +83,7 @@ static void c_cell(pofo_shared *P, size_t i, size_t j, size_t m) {
     double best = INFINITY;
     int32_t choice = -1;
     uint64_t bneed = pofo_abar(P, i) + D_(P, i) + D_(P, i - 1) + si->bwd_overhead;
-    if (D_(P, j) + pofo_abar(P, i) + remat__fall_overhead(si) <= mb && bneed <= mb) {
+    if (D_(P, j) + pofo_abar(P, i) + remat__fall_overhead_bound(si) <= mb && bneed <= mb) {
         if (i == j) {
             best = si->fwd_time + si->bwd_time;
             choice = 0;
@@ -283,7 +283,7 @@ static void oc_solve(pofo_run *r, oc_state s) {
     fb = (r->cap - s.a - ui - s.b) * P->q; /* bytes for backward transients */
     if (s.i == P->n) { /* the loss: every offload has ended (B.2) */
         uint64_t ff = (r->cap - s.a - ui) * P->q;
-        if (abar + remat__fall_overhead(si) <= ff &&
+        if (abar + remat__fall_overhead_bound(si) <= ff &&
             abar + D_(P, s.i - 1) + si->bwd_overhead <= fb) {
             best.time = drain_time(r, s.f) + si->fwd_time + si->bwd_time +
                         prefetch_idle(r, s.b, si->bwd_time);
@@ -302,7 +302,7 @@ static void oc_solve(pofo_run *r, oc_state s) {
             pofo_choice ch = {0, pc & 1, drain, pc >> 1, 0};
             if (ch.push && !(s.b && r->carry_b)) continue;
             /* Fall i: the next segment's input is abar[i]. */
-            if (abar + remat__fall_overhead(si) <= ff &&
+            if (abar + remat__fall_overhead_bound(si) <= ff &&
                 abar + D_(P, s.i) + D_(P, s.i - 1) + si->bwd_overhead <= fb)
                 try_choice(r, &h, ch, si->fwd_time, si->bwd_time, &best);
             if (r->mode == REMAT__POFO_OFFLOAD_ONLY) continue;

@@ -133,7 +133,7 @@ static remat_status costs_init(rv_costs *m, const remat_chain *c, remat_revolve_
         m->abar[l] = st->saved_bytes;
         m->fo[l] = st->fwd_overhead;
         m->bo[l] = st->bwd_overhead;
-        m->fa[l] = remat__fall_overhead(st); /* options are not used: Fall saves all */
+        m->fa[l] = remat__fall_overhead_bound(st); /* options are not used: Fall saves all */
         m->fwd[l] = st->fwd_time;
         m->bwd[l] = st->bwd_time;
     }

@@ -104,6 +104,41 @@ remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
     return c;
 }
 
+remat_chain *test_with_stops(test_rng *r, const remat_chain *c, int mode, uint64_t max_bytes) {
+    remat_stage *st = calloc(c->n, sizeof *st);
+    if (!st) { fprintf(stderr, "OOM\n"); exit(3); }
+    memcpy(st, c->stages, c->n * sizeof *st); /* options: the chain's, copied by create */
+    for (size_t i = 0; i + 1 < c->n; i++) {
+        remat_stage *s = &st[i];
+        if (mode == TEST_STOPS_DEFAULTS) {
+            s->stop_time = s->fwd_time;
+            s->stop_saved_bytes = s->saved_bytes;
+            s->stop_overhead = s->fall_overhead;
+            s->has_stop_time = s->has_stop_saved_bytes = s->has_stop_overhead = 1;
+            continue;
+        }
+        s->has_stop_time = (int)test_rng_range(r, 0, 1);
+        s->has_stop_saved_bytes = (int)test_rng_range(r, 0, 1);
+        s->has_stop_overhead = (int)test_rng_range(r, 0, 1);
+        s->stop_time = s->fwd_time * test_rng_unit(r);
+        s->stop_saved_bytes = test_rng_range(r, 0, s->saved_bytes);
+        uint64_t saved = s->has_stop_saved_bytes ? s->stop_saved_bytes : s->saved_bytes;
+        uint64_t room = s->saved_bytes + s->fall_overhead - saved; /* benign: at most this */
+        s->stop_overhead = test_rng_range(r, 0, mode == TEST_STOPS_BENIGN
+                                                    ? room
+                                                    : s->fall_overhead + max_bytes);
+    }
+    remat_chain *v = NULL;
+    remat_error e;
+    if (remat_chain_create(c->name, c->input_bytes, c->input_grad_bytes, st, c->n, &v, &e) !=
+        REMAT_OK) {
+        fprintf(stderr, "test_with_stops: %s\n", e.message);
+        exit(3);
+    }
+    free(st);
+    return v;
+}
+
 int test_same_ops(const remat_schedule *a, const remat_schedule *b) {
     if (!a || !b) return a == b;
     if (a->n_ops != b->n_ops) return 0;

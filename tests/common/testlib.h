@@ -37,6 +37,16 @@ remat_chain *test_random_chain(test_rng *r, const test_chain_spec *spec);
 remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
                                     const test_option_spec *x);
 
+/* A copy of c whose stages before the loss get the stopped Fall's fields:
+ * TEST_STOPS_DEFAULTS sets each to its default explicitly; TEST_STOPS_RANDOM
+ * draws each, or leaves it unset, at random (stop_time in [0, fwd_time],
+ * stop_saved_bytes in [0, saved_bytes], stop_overhead in [0, fall_overhead +
+ * max_bytes], so it may raise the Fall's memory); TEST_STOPS_BENIGN draws
+ * them so that the stopped Fall never needs more memory than the plain one
+ * (stop_saved_bytes + stop_overhead <= saved_bytes + fall_overhead). */
+enum { TEST_STOPS_DEFAULTS, TEST_STOPS_RANDOM, TEST_STOPS_BENIGN };
+remat_chain *test_with_stops(test_rng *r, const remat_chain *c, int mode, uint64_t max_bytes);
+
 /* Simulates s on c; returns 1 when valid with peak <= limit and the
  * simulated time within 1e-9 relative of s->time, else prints why and returns 0. */
 int test_schedule_ok(const remat_chain *c, const remat_schedule *s, uint64_t limit);

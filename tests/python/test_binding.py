@@ -145,6 +145,42 @@ class BindingTest(unittest.TestCase):
         with self.assertRaises(remat.InputError):
             remat.Schedule.from_ops(["B 1/1"])
 
+    def test_stopped_fall(self):
+        """The stop fields pass through to C and back; a plan step says
+        whether its Fall stops, with the stopped figures."""
+        stages = [{"fwd_time": 4, "bwd_time": 2, "out_bytes": 20, "saved_bytes": 50,
+                   "stop_time": 1.0, "stop_saved_bytes": 8, "stop_overhead": 30},
+                  {"fwd_time": 3, "bwd_time": 3, "out_bytes": 5, "saved_bytes": 15},
+                  {"fwd_time": 1, "bwd_time": 1, "out_bytes": 1, "saved_bytes": 2}]
+        c = remat.Chain(stages, 10)
+        st = c.stages
+        self.assertEqual((st[0]["stop_time"], st[0]["stop_saved_bytes"], st[0]["stop_overhead"]),
+                         (1.0, 8, 30))
+        self.assertIsInstance(st[0]["stop_time"], float)
+        self.assertNotIn("stop_time", st[1])  # only where a stage has it
+        self.assertEqual(remat.Chain.from_json(c.to_json()).stages, st)
+        self.assertEqual(remat.Chain(st, 10).to_json(), c.to_json())
+        s = remat.Schedule.from_ops(["Fck 1", "Fck 2", "Fall 3", "B 3", "Fall 2", "B 2",
+                                     "Fall 1", "B 1"])
+        r = remat.simulate(c, s)
+        self.assertTrue(r.valid)
+        self.assertEqual((r.time, r.peak_bytes), (18.0, 70))
+        p = remat.plan(c, s)
+        self.assertEqual([x.stops for x in p.steps],
+                         [False, False, False, False, True, False, True, False])
+        self.assertEqual(p.steps[6].mem_during, 30 + 8 + 30)
+        for bad, msg in (({"stop_time": 5}, "stages[0].stop_time: 5 is more than fwd_time 4"),
+                         ({"stop_saved_bytes": 51}, "stages[0].stop_saved_bytes"),
+                         ({"stop_overhead": -1}, "stages[0].stop_overhead")):
+            with self.assertRaises(remat.InputError) as cm:
+                remat.Chain([dict(stages[0], **bad)] + stages[1:], 10)
+            self.assertIn(msg, str(cm.exception))
+        with self.assertRaises(remat.InputError) as cm:
+            remat.Chain(stages[:2] + [dict(stages[2], stop_time=0.5)], 10)
+        self.assertIn("the loss stage (the last) has no stopped Fall", str(cm.exception))
+        with self.assertRaises(TypeError):
+            remat.Chain([dict(stages[0], stop_time="1")] + stages[1:], 10)
+
 
 if __name__ == "__main__":
     unittest.main()
@@ -268,6 +304,30 @@ class JoinBindingTest(unittest.TestCase):
         self.assertEqual([st.option for st in p.steps], [1, 0, 0, 0, 0, 0, 1])
         self.assertEqual(j.flatten().stages[0]["options"][0]["saved_bytes"], 2 + 3)
         self.assertFalse(j.simulate(remat.JoinSchedule.from_ops(["Fall 1.1/2"])).valid)
+        sol = j.solve(j.min_memory(slots=0), slots=0)
+        self.assertTrue(j.simulate(sol).valid)
+
+    def test_stopped_fall(self):
+        """Stage 1.1 with stop fields: Fall 1.1 right before B 1.1 stops, in the
+        simulator, the plan (JoinStep.stops) and the flat chain; the turn refuses them."""
+        j0 = small_join()
+        b1 = [dict(j0.branches[0]["stages"][0], stop_time=0.25, stop_saved_bytes=1,
+                   stop_overhead=0), j0.branches[0]["stages"][1]]
+        j = remat.JoinProblem([dict(j0.branches[0], stages=b1), j0.branches[1]], j0.turn)
+        st = j.branches[0]["stages"][0]
+        self.assertEqual((st["stop_time"], st["stop_saved_bytes"], st["stop_overhead"]),
+                         (0.25, 1, 0))
+        self.assertNotIn("stop_time", j.branches[0]["stages"][1])
+        self.assertEqual(remat.JoinProblem.from_json(j.to_json()).branches, j.branches)
+        ops = ["Fck 1.1", "Fall 1.2", "Fall 2.1", "T", "B 2.1", "B 1.2", "Fall 1.1", "B 1.1"]
+        s = remat.JoinSchedule.from_ops(ops)
+        self.assertEqual(j0.simulate(s).time, 11.0)
+        self.assertEqual(j.simulate(s).time, 10.25)  # the Fall takes stop_time
+        self.assertEqual([x.stops for x in j.plan(s).steps], [False] * 6 + [True, False])
+        self.assertEqual(j.flatten().stages[0]["stop_saved_bytes"], 1 + 3)  # carries a[2.0]
+        with self.assertRaises(remat.InputError) as cm:
+            remat.JoinProblem(j.branches, dict(j.turn, stop_time=0))
+        self.assertIn("turn.stop_time", str(cm.exception))
         sol = j.solve(j.min_memory(slots=0), slots=0)
         self.assertTrue(j.simulate(sol).valid)
 

@@ -343,29 +343,37 @@ def test_module_path_options():
 
 @pytest.mark.parametrize("capture", ["auto", "modules"])
 def test_recomputation_stops_early(monkeypatch, capture):
-    """A recomputation whose outputs nobody reads (B i of an "input" save;
-    with STOP_BEFORE_B, the Fall i right before B i too) stops at the
+    """A recomputation whose outputs nobody reads (B i of an "input" save,
+    and the Fall i right before B i: the plan's `stops`) stops at the
     stage's last saved tensor: GPT-2's stages end in a matmul whose input
     autograd saves before the kernel runs, so that matmul is skipped, as
     torch.utils.checkpoint's early stop skips it. Gradients and buffers stay
-    bitwise plain autograd's; the partial save's B, measured stopped, stays
-    within 2% of the prediction."""
+    bitwise plain autograd's. The chain knows the stopped Fall (its
+    stop_time, stop_saved_bytes, stop_overhead), so on the graph path the
+    steps stay within 2% of the prediction."""
     import remat.torch._executor as EX
     torch.manual_seed(0)
     m, args, kwargs = M.gpt2(dropout=0.0)  # (a dropout mask is saved after its matmul)
     ref, mine = copies(m)
     w = wrap(mine, args, kwargs, capture=capture)
     chain = w.last_entry.chain
-    for k, before_b in ((len(SAVES), False), (0, True)):  # "input" saves; full saves
-        monkeypatch.setattr(EX, "STOP_BEFORE_B", before_b)
+    stopping = [i for i, st in enumerate(chain.stages, start=1) if "stop_saved_bytes" in st]
+    assert stopping and all(chain.stages[i - 1]["stop_time"] <= chain.stages[i - 1]["fwd_time"]
+                            for i in stopping)
+    assert any(chain.stages[i - 1]["stop_saved_bytes"] < chain.stages[i - 1]["saved_bytes"]
+               for i in stopping)
+    for k in (len(SAVES), 0):  # "input" saves; full saves
         _use(w, _recompute_all(chain, k))
-        assert EX.unread_outputs(w.last_entry.plan)
+        if k == 0:
+            assert {st.index for st in w.last_entry.plan.steps if st.stops} >= set(stopping)
         counts = {}
         for stop in (False, True):
             monkeypatch.setattr(EX, "STOP_EARLY", stop)
             _same_step(ref, w, args, kwargs)
             counts[stop] = _backward_matmuls(w, args, kwargs)[0]
         assert counts[True] < counts[False], counts
-        # (Fall i before B i: the plan counts the a[i] a stopped run never
-        # makes; the module path's B of an "input" save measured 2.6% under)
-        _met(w, args, kwargs, w.last_entry.predicted_peak, below=0.05)
+        # (5 % on the module path, whose epilogue is calibrated from whole
+        # steps, as in test_torch_models: its B of an "input" save and its
+        # full saves measured 2.6 % under)
+        _met(w, args, kwargs, w.last_entry.predicted_peak,
+             below=0.05 if capture == "modules" else 0.02)

@@ -9,8 +9,9 @@ static const char help[] =
     "Summarises a chain: its length, the peak memory and time of storing\n"
     "everything (plain autograd), and the smallest memory limit for which the\n"
     "algorithm (default optimal) finds a schedule. Stages with a fall_overhead of\n"
-    "their own or with partial saves (\"options\", written \"Fall i/k\" in schedules)\n"
-    "are listed with them.\n"
+    "their own, with partial saves (\"options\", written \"Fall i/k\" in schedules)\n"
+    "or with stopped-Fall fields (stop_time, stop_saved_bytes, stop_overhead: a\n"
+    "Fall i followed by B i) are listed with them.\n"
     "\n"
     "Any valid chain is summarised (exit 0). When no limit remat accepts\n"
     "(below 2^53 bytes) is enough, or the search for the smallest memory is\n"
@@ -27,19 +28,25 @@ static void put_name(const char *name) {
 /* The stages whose Fall has an overhead of its own or that have partial
  * saves (SPEC section 1's optional fields), one line each, with their options. */
 static void print_optional_fields(const remat_chain *c) {
-    size_t falls = 0, staged = 0, options = 0;
+    size_t falls = 0, staged = 0, options = 0, stops = 0;
     for (size_t i = 0; i < c->n; i++) {
-        falls += c->stages[i].has_fall_overhead != 0;
-        staged += c->stages[i].n_options != 0;
-        options += c->stages[i].n_options;
+        const remat_stage *s = &c->stages[i];
+        falls += s->has_fall_overhead != 0;
+        staged += s->n_options != 0;
+        options += s->n_options;
+        stops += s->has_stop_time || s->has_stop_saved_bytes || s->has_stop_overhead;
     }
-    if (!falls && !staged) return;
+    if (!falls && !staged && !stops) return;
     printf("fall overheads:      %zu stage%s set their own\n", falls, falls == 1 ? "" : "s");
     printf("partial saves:       %zu option%s on %zu stage%s\n", options, options == 1 ? "" : "s",
            staged, staged == 1 ? "" : "s");
+    if (stops)
+        printf("stopped Falls:       %zu stage%s set their own figures\n", stops,
+               stops == 1 ? "" : "s");
     for (size_t i = 0; i < c->n; i++) {
         const remat_stage *s = &c->stages[i];
-        if (!s->has_fall_overhead && !s->n_options) continue;
+        int stop = s->has_stop_time || s->has_stop_saved_bytes || s->has_stop_overhead;
+        if (!s->has_fall_overhead && !s->n_options && !stop) continue;
         char h[32];
         cli_human_bytes(s->saved_bytes, h);
         printf("  stage %zu", i + 1);
@@ -48,6 +55,12 @@ static void print_optional_fields(const remat_chain *c) {
         if (s->has_fall_overhead) {
             cli_human_bytes(s->fall_overhead, h);
             printf(", Fall overhead %s", h);
+        }
+        if (stop) {
+            char ov[32];
+            cli_human_bytes(s->stop_saved_bytes, h);
+            cli_human_bytes(s->stop_overhead, ov);
+            printf(", stopped Fall %.6g saving %s, overhead %s", s->stop_time, h, ov);
         }
         printf("\n");
         for (size_t k = 0; k < s->n_options; k++) {

@@ -15,7 +15,10 @@ static const char help[] =
     "\n"
     "A chain's partial saves (stage \"options\") appear in schedules as \"Fall i/k\";\n"
     "exact uses them, the other algorithms save all (docs/formats.md). Every\n"
-    "algorithm counts a stage's fall_overhead for its Fall ops.\n"
+    "algorithm counts a stage's fall_overhead for its Fall ops. A Fall i followed\n"
+    "by B i takes the stage's stop figures (stop_time, stop_saved_bytes,\n"
+    "stop_overhead); optimal and exact plan with them, the others bound their\n"
+    "memory.\n"
     "\n"
     "Exit status: 0 done, 1 no schedule fits (the message gives the smallest memory\n"
     "that would), 2 bad input or usage.\n";

@@ -57,14 +57,11 @@ FORWARD_OPS = ("Fn", "Fck", "Fall")
 
 
 # Recomputations whose outputs nobody reads stop at their last saved tensor
-# (StopRecompute); off only to measure what that saves.
+# (StopRecompute): B j of a partial save, and a full Fall j right before B j
+# (the plan's `stops`: the chain's stop_time, stop_saved_bytes and
+# stop_overhead, measured by _measure._stopped). Off only to measure what
+# that saves.
 STOP_EARLY = True
-# Also the backward's Fall j right before B j. Off: the chain counts that
-# Fall's a[j] and its trailing ops, which a stopped run never makes, so
-# schedules that recompute much measured 5-7 % under their prediction (ViT,
-# DenseNet at their smallest limits); B j of a partial save, which the
-# profile measures stopped, stops.
-STOP_BEFORE_B = False
 
 
 class RematRuntimeError(RuntimeError):
@@ -186,9 +183,6 @@ class Step:
         # Set while a recomputation's outputs go unread: stop after this many
         # saved tensors (StopRecompute).
         self.stop_after: Optional[int] = None
-        # The backward's Fall ops whose a[j] nothing reads (B j needs only
-        # abar[j]): they stop early with STOP_BEFORE_B.
-        self.unread = unread_outputs(plan)
         # Set by leave_plan: the last stage the plan ran (the rest ran plain).
         self.left_after: Optional[int] = None
         # The offload ops' copies, when the plan has some and a host link is given.
@@ -362,8 +356,9 @@ class Step:
             else:
                 keep = ("abar", j) in st.creates
                 part = PartialSave.of_option(st.option) if keep else None
+                # (a join's plan has no stops)
                 a, saved = self._recompute(j, keep, part=part,
-                                           unread=STOP_BEFORE_B and st.pos in self.unread)
+                                           unread=bool(getattr(st, "stops", False)))
                 if j == self.L and self.bwd_done[self.n]:
                     # The model's outputs, made again: only the output
                     # stage's forward reads them, and it is over (the chain
@@ -634,32 +629,6 @@ class Step:
         self.versions = []
         self.rng = {}
         self.replay = None  # type: ignore[assignment]
-
-
-def unread_outputs(plan: "remat.Plan") -> Set[int]:
-    """The positions of the backward's Fall j whose a[j] no later op reads
-    before B j frees abar[j] (the op right before B j, or a partial save's):
-    their recomputation may stop early. Cached on the plan."""
-    got: Optional[Set[int]] = getattr(plan, "_unread", None)
-    if got is not None:
-        return got
-    read_later: Set[int] = set()  # values read after the position, before their next write
-    got = set()
-    for st in reversed(plan.steps):
-        for kind, i in st.creates:
-            if kind in ("a", "abar"):
-                if st.kind == "Fall" and kind == "abar" and st.pos >= plan.first_backward \
-                        and i not in read_later:
-                    got.add(st.pos)
-                read_later.discard(i)
-        for kind, i in st.frees:
-            if kind in ("a", "abar"):
-                read_later.discard(i)
-        for kind, i in st.reads:
-            if kind in ("a", "abar") and not (st.kind == "B" and st.index == i):
-                read_later.add(i)
-    plan._unread = got  # type: ignore[attr-defined]
-    return got
 
 
 def native_stages(plan: "remat.Plan") -> AbstractSet[int]:

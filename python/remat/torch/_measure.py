@@ -90,7 +90,7 @@ class StageProbe:
 
     name = "stage"
     partial_saves = True  # whether the stage's partial saves can be measured (eager code)
-    partial: Optional["PartialRun | _Redo"] = None  # the partial save the next runs make
+    partial: Optional["PartialRun | _Redo | _Stop"] = None  # the partial save the next runs make
 
     def fwd(self, grad: bool, keep: bool = True) -> "StageProbe.Result":
         """One run: with grad, keeping what autograd saves (or, keep=False, a
@@ -230,6 +230,7 @@ class PartialRun:
             self.run.partial = None
         fill(self.slots, list(redo.saved))
         redo.saved.clear()  # (the pack hook, which the probe's graph keeps, holds this list)
+        save.drop()  # (as the executor's _fill: the recorded outputs go)
         del redo, save
 
 
@@ -270,7 +271,7 @@ def through_boundary(leaves: List[torch.Tensor]) -> List[torch.Tensor]:
 
 
 def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bool = False,
-            loss_output: bool = False) -> Dict[str, Any]:
+            loss_output: bool = False, stops: bool = False) -> Dict[str, Any]:
     """The chain fields of one stage (times in ms, sizes in bytes), plus
     "held_outputs" for the caller to take out. With
     outputs_held (the model's outputs: the caller holds them through the
@@ -278,7 +279,9 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     storages count neither in abar[i] nor in the overheads; d[i] is the
     gradient the caller sends back (nothing with loss_output: the model
     returns a scalar "loss" and backward starts from it). Leaves the
-    values of the last run in the run for the next stages."""
+    values of the last run in the run for the next stages. With stops (a
+    stage whose recomputation may stop early: not the model's last), its
+    stopped Fall too (stop_time, stop_saved_bytes, stop_overhead)."""
     n = max(1, repeat)
     last: List[Tuple[int, int, int, int]] = []
 
@@ -297,6 +300,7 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     with PeakMeter(device) as m:
         run.fwd(True, keep=False)  # Fn / Fck in the model's forward
     ovh_none = max(ovh_none, m.peak - a_bytes - held_out)
+    stopped = _stopped(run, n, device) if stops and not outputs_held else {}
     # One session for the kept forward and the backward, so the backward
     # sees the frees of what the forward allocated. It runs last: the next
     # stages read its values (a no-grad run may lay tensors out otherwise).
@@ -317,6 +321,10 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
             "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
             "bwd_overhead": int(max(0, ovh_bwd)), "held_outputs": int(held_out)}
+    if stopped:  # (a run cut short: never slower, never more saved, than the whole one)
+        stopped["stop_time"] = min(stopped["stop_time"], fwd_ms)
+        stopped["stop_saved_bytes"] = min(stopped["stop_saved_bytes"], int(saved_bytes))
+        info.update(stopped)
     if options:
         # B i of a partial save makes again what the save did not keep, then
         # runs the full save's backward: it holds at least that much (the
@@ -327,6 +335,61 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
         info["options"] = options
     return info
 
+
+
+class _Stop:
+    """The hooks of a stopped Fall (the executor's recomputation right
+    before its B: _executor.Step._recompute with stops): every saved tensor
+    is kept, and the run ends at the last one the stage saves
+    (StopRecompute), so the ops after it, which only make a[i], never run."""
+
+    def __init__(self, stop: int) -> None:
+        self.stop = stop
+        self.saved: List[torch.Tensor] = []
+
+    def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor]) -> Any:
+        self.saved = saved
+        return saving(free, saved, stop=self.stop)
+
+    def run(self, probe: StageProbe) -> None:
+        probe.partial = self
+        try:
+            probe.redo()
+        except StopRecompute:
+            pass
+        finally:
+            probe.partial = None
+
+
+def _stopped(run: StageProbe, n: int, device: torch.device) -> Dict[str, Any]:
+    """The chain's stop fields of a stage (see measure): the stopped Fall's
+    median time over n runs, the bytes it saves (what the full run saves
+    less a[i]'s storages that no op saved) and its peak above them. Empty
+    when the stage saves nothing (nothing to stop at)."""
+    res = run.redo()
+    count = len(res.saved)
+    inputs = keys_of(res.inputs)
+    del res
+    if not count:
+        return {}
+    times = []
+    for _ in range(n):
+        stop = _Stop(count)
+        sync(device)
+        t0 = time.perf_counter()
+        stop.run(run)
+        sync(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+        stop.saved.clear()
+        del stop
+    with PeakMeter(device) as m:
+        stop = _Stop(count)
+        stop.run(run)
+        saved = unique_bytes(stop.saved, inputs)  # (the hook kept none held anyway)
+        stop.saved.clear()
+        del stop
+    return {"stop_time": statistics.median(times), "stop_saved_bytes": int(saved),
+            "stop_overhead": int(max(0, m.peak - saved))}
 
 
 def _timed(device: torch.device, n: int, fwd: Callable[[], Any], seeds: Callable[[Any], Any],

@@ -301,7 +301,8 @@ class Point:
     def __post_init__(self) -> None:
         self.stages = [{"fwd_overhead": st["fwd_overhead"], "bwd_overhead": st["bwd_overhead"],
                         "fall": _fall(st), "fwd_time": st["fwd_time"], "bwd_time": st["bwd_time"],
-                        "options": list(st.get("options") or [])}
+                        "options": list(st.get("options") or []),
+                        "stop": {k: st[k] for k in STOP_FIELDS if k in st}}
                        for st in self.chain.stages]
         self.names = [st["name"] for st in self.chain.stages]
 
@@ -327,6 +328,24 @@ def _options(got: Sequence[Tuple[float, int, Dict[str, Any]]], work: int, out_by
             o["name"] = name
         out.append(o)
     return out
+
+
+STOP_FIELDS = ("stop_time", "stop_saved_bytes", "stop_overhead")
+
+
+def _stopped(got: Sequence[Tuple[float, int, Dict[str, Any]]], work: int, d: Dict[str, Any]
+             ) -> Dict[str, Any]:
+    """A stage's stopped Fall at a new shape (see _measure._stopped), bounded
+    like its partial saves: what it saves is some of the stage's tensors,
+    never more than the full save's; its time scales like the stage's. Empty
+    unless every profile measured it."""
+    if not all(len(s["stop"]) == len(STOP_FIELDS) for _, _, s in got):
+        return {}
+    saved = overhead([(g, s["stop"]["stop_saved_bytes"]) for g, _, s in got])
+    return {"stop_saved_bytes": min(int(d["saved_bytes"]), saved),
+            "stop_overhead": overhead([(g, s["stop"]["stop_overhead"]) for g, _, s in got]),
+            "stop_time": min(float(d["fwd_time"]),
+                             duration([(W, s["stop"]["stop_time"]) for _, W, s in got], work))}
 
 
 def _fall(stage: Dict[str, Any]) -> int:
@@ -463,6 +482,7 @@ class ShapeSet:
             options = _options(got, work[i], st["out_bytes"])
             if options:
                 d["options"] = options
+            d.update(_stopped(got, work[i], d))
             stages.append(d)
         meta = dict(ref.meta.get("profile", {}))
         meta.update(held_bytes=prof.held_bytes,
@@ -614,6 +634,10 @@ def _differences(derived: Prepared, measured: Prepared) -> List[str]:
             if v > u * (1 + rel) + slack:
                 out.append("stage %s %s: measured %s above the derived bound %s" % (
                     y["name"], k, human(v), human(u)))
+        for k in ("stop_saved_bytes", "stop_overhead"):
+            if k in x and k in y and int(y[k]) > int(x[k]) * (1 + rel) + slack:
+                out.append("stage %s %s: measured %s above the derived bound %s" % (
+                    y["name"], k, human(int(y[k])), human(int(x[k]))))
         for o, p in zip(x.get("options") or [], y.get("options") or []):
             for k in ("saved_bytes", "fall_overhead", "bwd_overhead"):
                 u, v = int(o.get(k, 0)), int(p.get(k, 0))

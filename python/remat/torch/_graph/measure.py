@@ -119,7 +119,7 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
                             fall_overhead=0)
             else:
                 info = measure(run, repeat, device, outputs_held=not st.boundary,
-                               loss_output=prog.returns_loss)
+                               loss_output=prog.returns_loss, stops=True)
             held_bytes += info.pop("held_outputs")
             out.append(info)
             for o, v in run.last.items():  # the values the next stages read

@@ -40,7 +40,9 @@ def profile_join(prog: JoinGraphProgram, model: torch.nn.Module, flat_inputs: Li
             prev: List[fx.Node] = list(view.input_acts)
             stages: List[Dict[str, Any]] = []
             for st in view.stages:
-                info, more = _stage(prog, st, env, prev, free, repeat, device, False)
+                # (a tower's last stage does not stop: as a chain's last, _executor)
+                info, more = _stage(prog, st, env, prev, free, repeat, device, False,
+                                    stops=st is not view.stages[-1])
                 held += more
                 stages.append(info)
                 prev = st.boundary
@@ -71,12 +73,13 @@ def profile_join(prog: JoinGraphProgram, model: torch.nn.Module, flat_inputs: Li
 
 
 def _stage(prog: JoinGraphProgram, st: Any, env: Dict[fx.Node, Any], prev: List[fx.Node],
-           free: Set[FreeKey], repeat: int, device: torch.device, head: bool
-           ) -> "tuple[Dict[str, Any], int]":
+           free: Set[FreeKey], repeat: int, device: torch.device, head: bool,
+           stops: bool = False) -> "tuple[Dict[str, Any], int]":
     """A stage's dict (fall_overhead kept: the join model takes it) and what
     it adds to what is held; env gets the values later stages read."""
     run = GraphStageProbe(prog, st, env, prev, free)
-    info = measure(run, repeat, device, outputs_held=head, loss_output=prog.returns_loss)
+    info = measure(run, repeat, device, outputs_held=head, loss_output=prog.returns_loss,
+                   stops=stops)
     held = int(info.pop("held_outputs"))
     for o, v in run.last.items():
         env[o] = pytree.tree_map_only(

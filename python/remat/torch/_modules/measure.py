@@ -31,7 +31,7 @@ def profile_blocks(model: nn.Module, blocks: List[Block], device: torch.device, 
     out: List[Dict[str, Any]] = []
     for blk, (a, kw) in zip(blocks, inputs):
         run = BlockProbe(model, blk, a, kw)
-        info = measure(run, repeat, device)
+        info = measure(run, repeat, device, stops=True)
         info.pop("held_outputs")
         out.append(info)
         progress.update(blk.index, len(blocks), "blocks profiled")
