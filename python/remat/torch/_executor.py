@@ -356,7 +356,7 @@ class Step:
             else:
                 keep = ("abar", j) in st.creates
                 part = PartialSave.of_option(st.option) if keep else None
-                # (a join's plan has no stops)
+                # (the plan's stops; a join's tower plans copy them)
                 a, saved = self._recompute(j, keep, part=part,
                                            unread=bool(getattr(st, "stops", False)))
                 if j == self.L and self.bwd_done[self.n]:
