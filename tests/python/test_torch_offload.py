@@ -227,7 +227,11 @@ def test_an_offloaded_matmuls_save_is_freed_by_its_backward():
                           time_unit=c.time_unit, meta=c.meta)
     low, plain = bounds(w, "autocapper", BANDWIDTH)
     ran = 0
-    for t in STEPS:
+    # (solving is cheap: a fine sweep finds the limits where such a schedule
+    # is chosen, which move with the profile's figures; the first three run)
+    for t in [k / 50 for k in range(1, 50)]:
+        if ran == 3:
+            break
         w.set_memory(between(low, plain, t), algorithm="autocapper", bandwidth=BANDWIDTH)
         e = w.last_entry
         if not _offloaded_matmul_saves(e.plan):
