@@ -1035,8 +1035,39 @@ static void t_options_brute_force(void) {
            infeasible, partial);
 }
 
-/* With partial saves, the narrowed tables give the whole table's schedule,
- * and every schedule fits (slots and exact bytes, larger chains). */
+/* At a limit drawn between the smallest memory and half way to store-all's
+ * peak: remat_solve works there (with check_solve, its schedule fits too),
+ * and the bound tables and narrowing (modes 2, 3) give the plain table's
+ * schedule, which fits; *out: that schedule. */
+static void bounds_same_schedule(test_rng *r, const remat_chain *c, int64_t slots,
+                                 int check_solve, remat_schedule **out) {
+    static char a[1 << 16], b[1 << 16];
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.slots = slots;
+    uint64_t mm = 0, peak = store_peak(c, NULL);
+    ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+    o.memory = mm + test_rng_range(r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
+    remat_schedule *s0 = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK); /* the smallest limit works */
+    if (check_solve) ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+    remat_schedule_free(s0);
+    s0 = NULL;
+    ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
+    ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+    test_ops_text(s0, ",", a, sizeof a);
+    for (int mode = 2; mode <= 3; mode++) {
+        remat_schedule *s1 = NULL;
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
+        test_ops_text(s1, ",", b, sizeof b);
+        ASSERT_TRUE(strcmp(a, b) == 0);
+        ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
+        remat_schedule_free(s1);
+    }
+    *out = s0;
+}
+
 /* With stop fields: the smallest memory works and fits, the predictions are
  * the simulator's (test_schedule_ok), and the bound tables and narrowing
  * (modes 2, 3) give the same schedule as the plain table, in bytes and in
@@ -1044,7 +1075,6 @@ static void t_options_brute_force(void) {
 static void t_stops_bounds_same_schedule(void) {
     test_rng r = {1127};
     int stopped = 0;
-    static char a[1 << 16], b[1 << 16];
     for (int it = 0; it < 240; it++) {
         int64_t slot_choices[3] = {0, 50, 500};
         int64_t slots = slot_choices[it % 3];
@@ -1054,29 +1084,9 @@ static void t_stops_bounds_same_schedule(void) {
         remat_chain *base = test_random_chain_with(&r, &sp, it % 4 == 1 ? &x : NULL);
         remat_chain *c = test_with_stops(&r, base, it % 2 ? TEST_STOPS_RANDOM : TEST_STOPS_BENIGN,
                                          sp.max_bytes);
-        remat_solve_options o;
-        remat_solve_options_init(&o);
-        o.slots = slots;
-        uint64_t mm = 0, peak = store_peak(c, NULL);
-        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
-        o.memory = mm + test_rng_range(&r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
         remat_schedule *s0 = NULL;
-        remat_error e;
-        ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK);
-        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
-        remat_schedule_free(s0);
-        s0 = NULL;
-        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
-        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
-        test_ops_text(s0, ",", a, sizeof a);
-        for (int mode = 2; mode <= 3; mode++) {
-            remat_schedule *s1 = NULL;
-            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
-            test_ops_text(s1, ",", b, sizeof b);
-            ASSERT_TRUE(strcmp(a, b) == 0);
-            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
-            remat_schedule_free(s1);
-        }
+        bounds_same_schedule(&r, c, slots, 1, &s0);
+        if (test_failed_) return;
         remat_exec_plan *pl = NULL;
         ASSERT_STATUS(remat_exec_plan_create(c, s0, &pl, NULL), REMAT_OK);
         for (size_t k = 0; k < pl->n_steps; k++) stopped += pl->steps[k].stops;
@@ -1089,38 +1099,20 @@ static void t_stops_bounds_same_schedule(void) {
     ASSERT_TRUE(stopped > 240);
 }
 
+/* With partial saves, the narrowed tables give the whole table's schedule,
+ * and every schedule fits (slots and exact bytes, larger chains). */
 static void t_options_bounds_same_schedule(void) {
     test_rng r = {777};
     int compared = 0, partial = 0;
-    static char a[1 << 16], b[1 << 16];
     for (int it = 0; it < 300; it++) {
         int64_t slot_choices[3] = {0, 50, 500};
         int64_t slots = slot_choices[it % 3];
         test_chain_spec sp = {3 + (size_t)test_rng_range(&r, 0, 30), slots ? 100000 : 40,
                               it % 2, it % 3 == 0, it % 5 == 0, it % 7 == 0};
         remat_chain *c = options_chain(&r, &sp, 3, it % 4 == 1);
-        remat_solve_options o;
-        remat_solve_options_init(&o);
-        o.slots = slots;
-        uint64_t mm = 0, peak = store_peak(c, NULL);
-        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
-        o.memory = mm + test_rng_range(&r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
         remat_schedule *s0 = NULL;
-        remat_error e;
-        ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK); /* the smallest limit works */
-        remat_schedule_free(s0);
-        s0 = NULL;
-        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
-        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
-        test_ops_text(s0, ",", a, sizeof a);
-        for (int mode = 2; mode <= 3; mode++) {
-            remat_schedule *s1 = NULL;
-            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
-            test_ops_text(s1, ",", b, sizeof b);
-            ASSERT_TRUE(strcmp(a, b) == 0);
-            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
-            remat_schedule_free(s1);
-        }
+        bounds_same_schedule(&r, c, slots, 0, &s0);
+        if (test_failed_) return;
         partial += uses_partial_save(s0);
         compared++;
         remat_schedule_free(s0);
