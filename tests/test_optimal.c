@@ -971,13 +971,7 @@ static remat_chain *options_chain(test_rng *r, const test_chain_spec *sp, size_t
         }
         st[i].options = o;
     }
-    remat_chain *d = NULL;
-    remat_error e;
-    if (remat_chain_create(c->name, c->input_bytes, c->input_grad_bytes, st, c->n, &d, &e) !=
-        REMAT_OK) {
-        fprintf(stderr, "options_chain: %s\n", e.message);
-        exit(3);
-    }
+    remat_chain *d = test_chain_like(c, st);
     free(st);
     free(opts);
     remat_chain_free(c);
