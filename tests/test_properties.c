@@ -653,6 +653,33 @@ static void test_options_every_solver(void) {
     ASSERT_TRUE(offload > 0);
 }
 
+/* alg gives the same schedule (or the same smallest memory) on c and on x,
+ * c with fields written out at their defaults; with sim, the simulator's peak
+ * and time are the same too. */
+static int same_schedule(const remat_chain *c, const remat_chain *x, remat_algorithm alg,
+                         uint64_t m, double bw, int sim) {
+    remat_schedule *s, *t;
+    remat_error e, e2;
+    remat_status st = solve_bw(c, alg, m, bw, &s, &e);
+    remat_status st2 = solve_bw(x, alg, m, bw, &t, &e2);
+    int same = st == st2 && test_same_ops(s, t) &&
+               (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
+    if (same && st == REMAT_OK && sim) {
+        remat_sim_options so;
+        remat_sim_options_init(&so);
+        so.bandwidth = bw;
+        remat_sim_result *r1 = NULL, *r2 = NULL;
+        same = remat_simulate(c, s, &so, &r1, NULL) == REMAT_OK &&
+               remat_simulate(x, t, &so, &r2, NULL) == REMAT_OK &&
+               r1->peak_bytes == r2->peak_bytes && r1->time == r2->time;
+        remat_sim_result_free(r1);
+        remat_sim_result_free(r2);
+    }
+    remat_schedule_free(s);
+    remat_schedule_free(t);
+    return same;
+}
+
 /* A fall_overhead equal to fwd_overhead, written out, changes nothing: every
  * solver gives the same schedule as on the chain without the field. */
 static void test_explicit_fall_overhead_same(void) {
@@ -671,15 +698,7 @@ static void test_explicit_fall_overhead_same(void) {
         for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
             if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
             if (algs[a] == REMAT_ALG_POFO && it % 10) continue;
-            remat_schedule *s, *t;
-            remat_error e, e2;
-            double bw = algs[a] == REMAT_ALG_POFO ? 3 : 0;
-            remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
-            remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
-            int same = st == st2 && test_same_ops(s, t) &&
-                       (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
-            remat_schedule_free(s);
-            remat_schedule_free(t);
+            int same = same_schedule(c, x, algs[a], m, algs[a] == REMAT_ALG_POFO ? 3 : 0, 0);
             if (!same) {
                 print_chain(x, m);
                 remat_chain_free(x);
@@ -788,26 +807,7 @@ static void test_explicit_stops_same(void) {
             int offload = algs[a] >= REMAT_ALG_POFO;
             if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
             if (offload && it % 10) continue;
-            remat_schedule *s, *t;
-            remat_error e, e2;
-            double bw = offload ? 3 : 0;
-            remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
-            remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
-            int same = st == st2 && test_same_ops(s, t) &&
-                       (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
-            if (same && st == REMAT_OK) { /* and the simulator's figures */
-                remat_sim_options so;
-                remat_sim_options_init(&so);
-                so.bandwidth = bw;
-                remat_sim_result *r1 = NULL, *r2 = NULL;
-                ASSERT_STATUS(remat_simulate(c, s, &so, &r1, NULL), REMAT_OK);
-                ASSERT_STATUS(remat_simulate(x, t, &so, &r2, NULL), REMAT_OK);
-                same = r1->peak_bytes == r2->peak_bytes && r1->time == r2->time;
-                remat_sim_result_free(r1);
-                remat_sim_result_free(r2);
-            }
-            remat_schedule_free(s);
-            remat_schedule_free(t);
+            int same = same_schedule(c, x, algs[a], m, offload ? 3 : 0, 1);
             if (!same) {
                 print_chain(x, m);
                 remat_chain_free(x);
