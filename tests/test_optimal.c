@@ -199,6 +199,27 @@ static bf_node heap_pop(bf *b) {
     return top;
 }
 
+/* Runs op on the values v (options o, kept flags k) and the next B *next in
+ * place, by the simulator's rule (after: the op after it, NULL: none); 0
+ * when it cannot run. A value an Fck or Fall runs from is kept from then on
+ * (what persistence asks), until it is freed. */
+static int bf_step(const remat_chain *c, uint8_t *v, uint8_t *o, uint8_t *k, uint32_t *next,
+                   remat_op op, const remat_op *after, uint64_t *during, double *t) {
+    uint8_t dh[8] = {0};
+    dh[*next] = 1;
+    uint64_t mem = remat_chain_d_bytes(c, *next);
+    for (size_t j = 0; j <= c->n; j++) mem += remat__value_bytes(c, j, v[j], o[j]);
+    remat__sim_state st = {.val = v, .opt = o, .dheld = dh, .mem = mem, .next_b = *next};
+    char why[128];
+    if (!remat__sim_apply(c, &st, op, after, during, t, why, sizeof why)) return 0;
+    if ((op.kind == REMAT_OP_FCK || op.kind == REMAT_OP_FALL) && v[op.index - 1])
+        k[op.index - 1] = 1;
+    for (size_t j = 0; j <= c->n; j++)
+        if (v[j] == REMAT__HELD_NONE) k[j] = 0;
+    *next = st.next_b;
+    return 1;
+}
+
 /* Best time of a schedule (persistent or any Del-free one) within limit; INF if none. */
 static double brute_force(const remat_chain *c, uint64_t limit, int persistent) {
     bf b = {c, c->n, persistent, limit, 0, NULL, NULL, 0, 0};
@@ -208,7 +229,7 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
     b.best = malloc(b.nstates * sizeof *b.best);
     if (!b.best) exit(3);
     for (uint32_t i = 0; i < b.nstates; i++) b.best[i] = INFINITY;
-    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0}, dh[8] = {0};
+    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0};
     val[0] = REMAT__HELD_A;
     uint32_t start = bf_encode(&b, val, opt, kept, (uint32_t)c->n);
     if (c->input_bytes <= limit) {
@@ -236,23 +257,13 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 memcpy(k2, kept, sizeof k2);
                 if (persistent && kind == REMAT_OP_FN && k2[i - 1] && v2[i - 1] == REMAT__HELD_A)
                     continue;
-                memset(dh, 0, sizeof dh);
-                dh[next] = 1;
-                uint64_t mem = remat_chain_d_bytes(c, next);
-                for (size_t j = 0; j <= c->n; j++)
-                    mem += remat__value_bytes(c, j, v2[j], o2[j]);
-                remat__sim_state st = {
-                    .val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
                 remat_op op = {(uint8_t)kind, 0, i, k};
+                uint32_t nb = next;
                 uint64_t during;
                 double t;
-                char why[128];
-                if (!remat__sim_apply(c, &st, op, NULL, &during, &t, why, sizeof why)) continue;
+                if (!bf_step(c, v2, o2, k2, &nb, op, NULL, &during, &t)) continue;
                 if (during > limit) continue;
-                if ((kind == REMAT_OP_FCK || kind == REMAT_OP_FALL) && v2[i - 1]) k2[i - 1] = 1;
-                for (size_t j = 0; j <= c->n; j++)
-                    if (v2[j] == REMAT__HELD_NONE) k2[j] = 0;
-                uint32_t id = bf_encode(&b, v2, o2, k2, st.next_b);
+                uint32_t id = bf_encode(&b, v2, o2, k2, nb);
                 double nt = nd.time + t;
                 if (nt < b.best[id]) {
                     b.best[id] = nt;
@@ -318,7 +329,7 @@ static double brute_force_stops(const remat_chain *c, uint64_t limit) {
     b.best = malloc((size_t)b.nstates * sizeof *b.best);
     if (!b.best) exit(3);
     for (uint32_t i = 0; i < b.nstates; i++) b.best[i] = INFINITY;
-    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0}, dh[8] = {0};
+    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0};
     val[0] = REMAT__HELD_A;
     uint32_t start = bf_encode(&b, val, opt, kept, (uint32_t)c->n) * P;
     if (c->input_bytes <= limit) {
@@ -360,21 +371,10 @@ static double brute_force_stops(const remat_chain *c, uint64_t limit) {
             if (p) {
                 uint32_t i = pend.index;
                 if (pend.kind == REMAT_OP_FN && k2[i - 1] && v2[i - 1] == REMAT__HELD_A) break;
-                memset(dh, 0, sizeof dh);
-                dh[next] = 1;
-                uint64_t mem = remat_chain_d_bytes(c, next);
-                for (size_t j = 0; j <= c->n; j++) mem += remat__value_bytes(c, j, v2[j], o2[j]);
-                remat__sim_state st = {.val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
                 uint64_t during;
-                char why[128];
-                if (!remat__sim_apply(c, &st, pend, q ? &op : NULL, &during, &t, why, sizeof why))
+                if (!bf_step(c, v2, o2, k2, &nb, pend, q ? &op : NULL, &during, &t))
                     break; /* for any q */
                 if (during > limit) continue; /* it may stop (or not) before another q */
-                if ((pend.kind == REMAT_OP_FCK || pend.kind == REMAT_OP_FALL) && v2[i - 1])
-                    k2[i - 1] = 1;
-                for (size_t j = 0; j <= c->n; j++)
-                    if (v2[j] == REMAT__HELD_NONE) k2[j] = 0;
-                nb = st.next_b;
             }
             uint32_t id = q ? bf_encode(&b, v2, o2, k2, nb) * P + q : goal;
             if (!q && nb != 0) continue;
