@@ -41,6 +41,21 @@ static void chain_create_validates(void) {
 /* The optional fields: options are deep-copied (the caller keeps its own
  * array), fall_overhead defaults to fwd_overhead, and each bad option field
  * is named. */
+/* remat_chain_create refuses st (two stages) with a message that names msg,
+ * and leaves no chain. */
+static void create_refused(const remat_stage *st, const char *msg) {
+    remat_chain *c = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
+    ASSERT_CONTAINS(e.message, msg);
+    ASSERT_TRUE(c == NULL);
+}
+#define ASSERT_REFUSED(st, msg)                \
+    do {                                       \
+        create_refused(st, msg);               \
+        if (test_failed_) return;              \
+    } while (0)
+
 static void chain_create_options(void) {
     remat_stage_option o[2] = {{"half", 15, 2, 3, 4}, {"input", 10, 0, 5, 6}};
     remat_stage st[2] = {test_stage_full(1, 2, 10, 20, 10, 7, 0), test_stage(1, 1, 1, 1)};
@@ -64,37 +79,28 @@ static void chain_create_options(void) {
     remat_chain_free(c);
     /* each bad field, named in the message; the caller's arrays are untouched */
     o[1].saved_bytes = 9;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message,
-                    "chain: stages[0].options[1].saved_bytes: 9 is less than out_bytes 10");
+    ASSERT_REFUSED(st, "chain: stages[0].options[1].saved_bytes: 9 is less than out_bytes 10");
     o[1].saved_bytes = 10;
     o[0].bwd_time = INFINITY;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].options[0].bwd_time: not a finite number");
+    ASSERT_REFUSED(st, "stages[0].options[0].bwd_time: not a finite number");
     o[0].bwd_time = 3;
     o[1].fall_overhead = REMAT_MAX_BYTES;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].options[1].fall_overhead: size 9007199254740992 is 2^53");
+    ASSERT_REFUSED(st, "stages[0].options[1].fall_overhead: size 9007199254740992 is 2^53");
     o[1].fall_overhead = 0;
     memset(o[1].name, 'x', sizeof o[1].name);
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].options[1].name: not terminated within 64 bytes");
+    ASSERT_REFUSED(st, "stages[0].options[1].name: not terminated within 64 bytes");
     o[1].name[0] = '\0';
     st[0].fall_overhead = REMAT_MAX_BYTES;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].fall_overhead");
+    ASSERT_REFUSED(st, "stages[0].fall_overhead");
     st[0].has_fall_overhead = 0; /* the field is not read then */
     ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_OK);
     ASSERT_EQ_U64(c->stages[0].fall_overhead, 7);
     remat_chain_free(c);
     st[0].n_options = REMAT_MAX_OPTIONS + 1;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].options: 9 options, more than the limit of 8");
+    ASSERT_REFUSED(st, "stages[0].options: 9 options, more than the limit of 8");
     st[0].n_options = 1;
     st[0].options = NULL;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].options: 1 options but no option array");
-    ASSERT_TRUE(c == NULL);
+    ASSERT_REFUSED(st, "stages[0].options: 1 options but no option array");
 }
 
 /* The stopped Fall's fields through remat_chain_create: defaults where the
@@ -118,25 +124,18 @@ static void chain_create_stops(void) {
     ASSERT_EQ_U64(c->stages[0].stop_overhead, 100);
     remat_chain_free(c);
     st[0].stop_time = 4.5;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "chain: stages[0].stop_time: 4.5 is more than fwd_time 4");
+    ASSERT_REFUSED(st, "chain: stages[0].stop_time: 4.5 is more than fwd_time 4");
     st[0].stop_time = NAN;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].stop_time: not a finite number");
+    ASSERT_REFUSED(st, "stages[0].stop_time: not a finite number");
     st[0].stop_time = 0;
     st[0].stop_saved_bytes = 21;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].stop_saved_bytes: 21 is more than saved_bytes 20");
+    ASSERT_REFUSED(st, "stages[0].stop_saved_bytes: 21 is more than saved_bytes 20");
     st[0].stop_saved_bytes = 20;
     st[0].stop_overhead = REMAT_MAX_BYTES;
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message, "stages[0].stop_overhead: size 9007199254740992 is 2^53");
+    ASSERT_REFUSED(st, "stages[0].stop_overhead: size 9007199254740992 is 2^53");
     st[0].stop_overhead = 0;
     st[1].has_stop_saved_bytes = 1; /* the loss */
-    ASSERT_STATUS(remat_chain_create("x", 5, 5, st, 2, &c, &e), REMAT_E_INPUT);
-    ASSERT_CONTAINS(e.message,
-                    "stages[1].stop_saved_bytes: the loss stage (the last) has no stopped Fall");
-    ASSERT_TRUE(c == NULL);
+    ASSERT_REFUSED(st, "stages[1].stop_saved_bytes: the loss stage (the last) has no stopped Fall");
 }
 
 static void op_text_round_trips(void) {

@@ -229,6 +229,30 @@ static uint64_t ref_mem(const remat_chain *c, const ref_state *s) {
 /* op: 0 Fn, 1 Fck, 2 + k Fall i/k, then B, Del a, Del abar. */
 enum { REF_B = 100, REF_DEL_A, REF_DEL_ABAR };
 
+/* B, Del a and Del abar from state s (t = *s on entry, mem its bytes), with
+ * or without the stopped Fall: a v[i] of `stop` (-1: none) is a stopped
+ * abar, whose B is the full save's. */
+static int ref_apply_bdel(const remat_chain *c, const ref_state *s, int op, size_t i, int stop,
+                          uint64_t mem, ref_state *t, uint64_t *during, double *time) {
+    if (op == REF_B) {
+        if (i < 1 || (int)i != s->b || s->v[i] < 2 || s->v[i - 1] == 0) return 0;
+        const remat_stage *sg = &c->stages[i - 1];
+        int k = s->v[i] == stop ? 0 : s->v[i] - 2;
+        *during = mem + remat_chain_d_bytes(c, i - 1) +
+                  (k ? sg->options[k - 1].bwd_overhead : sg->bwd_overhead);
+        *time = k ? sg->options[k - 1].bwd_time : sg->bwd_time;
+        t->b = (int)i - 1;
+        t->v[i] = 0;
+        if (s->v[i - 1] == 1) t->v[i - 1] = 0;
+        return 1;
+    }
+    if (op == REF_DEL_A ? s->v[i] != 1 : s->v[i] < 2) return 0;
+    *during = mem;
+    *time = 0;
+    t->v[i] = 0;
+    return 1;
+}
+
 static int ref_apply(const remat_chain *c, const ref_state *s, int op, size_t i, ref_state *t,
                      uint64_t *during, double *time) {
     *t = *s;
@@ -250,22 +274,7 @@ static int ref_apply(const remat_chain *c, const ref_state *s, int op, size_t i,
         if (op == 0 && s->v[i - 1] == 1) t->v[i - 1] = 0;
         return 1;
     }
-    if (op == REF_B) {
-        if (i < 1 || (int)i != s->b || s->v[i] < 2 || s->v[i - 1] == 0) return 0;
-        int k = s->v[i] - 2;
-        *during = mem + remat_chain_d_bytes(c, i - 1) +
-                  (k ? sg->options[k - 1].bwd_overhead : sg->bwd_overhead);
-        *time = k ? sg->options[k - 1].bwd_time : sg->bwd_time;
-        t->b = (int)i - 1;
-        t->v[i] = 0;
-        if (s->v[i - 1] == 1) t->v[i - 1] = 0;
-        return 1;
-    }
-    if (op == REF_DEL_A ? s->v[i] != 1 : s->v[i] < 2) return 0;
-    *during = mem;
-    *time = 0;
-    t->v[i] = 0;
-    return 1;
+    return ref_apply_bdel(c, s, op, i, -1, mem, t, during, time);
 }
 
 /* Best time within `limit` (by_peak = 0) or the smallest peak (by_peak = 1);
@@ -447,22 +456,7 @@ static int sref_apply(const remat_chain *c, const ref_state *s, int op, size_t i
         if (op == 0 && s->v[i - 1] == 1) t->v[i - 1] = 0;
         return 1;
     }
-    if (op == REF_B) {
-        if (i < 1 || (int)i != s->b || s->v[i] < 2 || s->v[i - 1] == 0) return 0;
-        int k = s->v[i] == sref_stop(c) ? 0 : s->v[i] - 2; /* a stopped abar is the full save's */
-        *during = mem + remat_chain_d_bytes(c, i - 1) +
-                  (k ? sg->options[k - 1].bwd_overhead : sg->bwd_overhead);
-        *time = k ? sg->options[k - 1].bwd_time : sg->bwd_time;
-        t->b = (int)i - 1;
-        t->v[i] = 0;
-        if (s->v[i - 1] == 1) t->v[i - 1] = 0;
-        return 1;
-    }
-    if (op == REF_DEL_A ? s->v[i] != 1 : s->v[i] < 2) return 0;
-    *during = mem;
-    *time = 0;
-    t->v[i] = 0;
-    return 1;
+    return ref_apply_bdel(c, s, op, i, sref_stop(c), mem, t, during, time);
 }
 
 /* As reference(), over (state, pending op) pairs, by a work list. */

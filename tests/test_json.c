@@ -47,6 +47,19 @@ static int chains_equal(const remat_chain *a, const remat_chain *b) {
     return 1;
 }
 
+/* t, c as written, reads back to c, and that chain writes the same bytes. */
+static void json_round_trip(const remat_chain *c, const char *t) {
+    remat_chain *d = NULL;
+    char *t2 = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_chain_from_json(t, strlen(t), "rt", &d, &e), REMAT_OK);
+    ASSERT_TRUE(chains_equal(c, d));
+    ASSERT_STATUS(remat_chain_to_json(d, &t2, &e), REMAT_OK);
+    ASSERT_TRUE(strcmp(t, t2) == 0);
+    remat_free(t2);
+    remat_chain_free(d);
+}
+
 /* A writable temporary path; the caller unlinks it. */
 static void temp_path(char *buf, size_t cap) {
     snprintf(buf, cap, "/tmp/remat-test-json-XXXXXX");
@@ -292,8 +305,7 @@ static void chain_options(void) {
     ASSERT_TRUE(c->stages[1].options == NULL);
     /* the writer writes the fields only where present; its output reads back
      * to the same chain and writes the same bytes */
-    char *t = NULL, *t2 = NULL;
-    remat_chain *d = NULL;
+    char *t = NULL;
     ASSERT_STATUS(remat_chain_to_json(c, &t, &e), REMAT_OK);
     ASSERT_CONTAINS(t, "\"fwd_overhead\": 4, \"bwd_overhead\": 0, \"fall_overhead\": 0, "
                        "\"options\": [{\"name\": \"matmuls\", \"saved_bytes\": 7, "
@@ -301,13 +313,9 @@ static void chain_options(void) {
     const char *second = strstr(t, "\n    {");
     ASSERT_TRUE(second && !strstr(strstr(second + 1, "\n"), "fall_overhead"));
     ASSERT_TRUE(!strstr(strstr(second + 1, "\n"), "options"));
-    ASSERT_STATUS(remat_chain_from_json(t, strlen(t), "rt", &d, &e), REMAT_OK);
-    ASSERT_TRUE(chains_equal(c, d));
-    ASSERT_STATUS(remat_chain_to_json(d, &t2, &e), REMAT_OK);
-    ASSERT_TRUE(strcmp(t, t2) == 0);
+    json_round_trip(c, t);
+    if (test_failed_) return;
     remat_free(t);
-    remat_free(t2);
-    remat_chain_free(d);
     remat_chain_free(c);
     /* options on the loss stage are allowed too (its B may recompute) */
     const char *loss = HEAD ST("") ", {\"fwd_time\": 1, \"bwd_time\": 1, \"out_bytes\": 1, "
@@ -323,7 +331,7 @@ static void chain_stops(void) {
     const char *text = HEAD ST(", \"fall_overhead\": 3, \"stop_time\": 0.5, "
                                "\"stop_saved_bytes\": 2, \"stop_overhead\": 11")
         ", " ST(", \"stop_saved_bytes\": 9") ", " ST("") ", " LOSS "]}";
-    remat_chain *c = NULL, *d = NULL;
+    remat_chain *c = NULL;
     remat_error e;
     ASSERT_STATUS(chain_text(text, &c, &e), REMAT_OK);
     const remat_stage *s = c->stages;
@@ -338,20 +346,16 @@ static void chain_stops(void) {
     ASSERT_EQ_INT(s[2].has_stop_saved_bytes, 0);
     ASSERT_EQ_U64(s[2].stop_saved_bytes, 9);
     ASSERT_EQ_U64(s[2].stop_overhead, 0);
-    char *t = NULL, *t2 = NULL;
+    char *t = NULL;
     ASSERT_STATUS(remat_chain_to_json(c, &t, &e), REMAT_OK);
     ASSERT_CONTAINS(t, "\"fall_overhead\": 3, \"stop_time\": 0.5, \"stop_saved_bytes\": 2, "
                        "\"stop_overhead\": 11}");
     ASSERT_CONTAINS(t, "\"bwd_overhead\": 0, \"stop_saved_bytes\": 9}");
     const char *third = strstr(strstr(strstr(t, "\n    {") + 1, "\n    {") + 1, "\n    {");
     ASSERT_TRUE(third && !strstr(third, "stop_"));
-    ASSERT_STATUS(remat_chain_from_json(t, strlen(t), "rt", &d, &e), REMAT_OK);
-    ASSERT_TRUE(chains_equal(c, d));
-    ASSERT_STATUS(remat_chain_to_json(d, &t2, &e), REMAT_OK);
-    ASSERT_TRUE(strcmp(t, t2) == 0);
+    json_round_trip(c, t);
+    if (test_failed_) return;
     remat_free(t);
-    remat_free(t2);
-    remat_chain_free(d);
     remat_chain_free(c);
     static const struct { const char *text, *msg; } bad[] = {
         {HEAD ST(", \"stop_time\": 1.5") ", " LOSS "]}",

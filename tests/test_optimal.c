@@ -199,6 +199,27 @@ static bf_node heap_pop(bf *b) {
     return top;
 }
 
+/* Runs op on the values v (options o, kept flags k) and the next B *next in
+ * place, by the simulator's rule (after: the op after it, NULL: none); 0
+ * when it cannot run. A value an Fck or Fall runs from is kept from then on
+ * (what persistence asks), until it is freed. */
+static int bf_step(const remat_chain *c, uint8_t *v, uint8_t *o, uint8_t *k, uint32_t *next,
+                   remat_op op, const remat_op *after, uint64_t *during, double *t) {
+    uint8_t dh[8] = {0};
+    dh[*next] = 1;
+    uint64_t mem = remat_chain_d_bytes(c, *next);
+    for (size_t j = 0; j <= c->n; j++) mem += remat__value_bytes(c, j, v[j], o[j]);
+    remat__sim_state st = {.val = v, .opt = o, .dheld = dh, .mem = mem, .next_b = *next};
+    char why[128];
+    if (!remat__sim_apply(c, &st, op, after, during, t, why, sizeof why)) return 0;
+    if ((op.kind == REMAT_OP_FCK || op.kind == REMAT_OP_FALL) && v[op.index - 1])
+        k[op.index - 1] = 1;
+    for (size_t j = 0; j <= c->n; j++)
+        if (v[j] == REMAT__HELD_NONE) k[j] = 0;
+    *next = st.next_b;
+    return 1;
+}
+
 /* Best time of a schedule (persistent or any Del-free one) within limit; INF if none. */
 static double brute_force(const remat_chain *c, uint64_t limit, int persistent) {
     bf b = {c, c->n, persistent, limit, 0, NULL, NULL, 0, 0};
@@ -208,7 +229,7 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
     b.best = malloc(b.nstates * sizeof *b.best);
     if (!b.best) exit(3);
     for (uint32_t i = 0; i < b.nstates; i++) b.best[i] = INFINITY;
-    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0}, dh[8] = {0};
+    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0};
     val[0] = REMAT__HELD_A;
     uint32_t start = bf_encode(&b, val, opt, kept, (uint32_t)c->n);
     if (c->input_bytes <= limit) {
@@ -236,23 +257,13 @@ static double brute_force(const remat_chain *c, uint64_t limit, int persistent) 
                 memcpy(k2, kept, sizeof k2);
                 if (persistent && kind == REMAT_OP_FN && k2[i - 1] && v2[i - 1] == REMAT__HELD_A)
                     continue;
-                memset(dh, 0, sizeof dh);
-                dh[next] = 1;
-                uint64_t mem = remat_chain_d_bytes(c, next);
-                for (size_t j = 0; j <= c->n; j++)
-                    mem += remat__value_bytes(c, j, v2[j], o2[j]);
-                remat__sim_state st = {
-                    .val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
                 remat_op op = {(uint8_t)kind, 0, i, k};
+                uint32_t nb = next;
                 uint64_t during;
                 double t;
-                char why[128];
-                if (!remat__sim_apply(c, &st, op, NULL, &during, &t, why, sizeof why)) continue;
+                if (!bf_step(c, v2, o2, k2, &nb, op, NULL, &during, &t)) continue;
                 if (during > limit) continue;
-                if ((kind == REMAT_OP_FCK || kind == REMAT_OP_FALL) && v2[i - 1]) k2[i - 1] = 1;
-                for (size_t j = 0; j <= c->n; j++)
-                    if (v2[j] == REMAT__HELD_NONE) k2[j] = 0;
-                uint32_t id = bf_encode(&b, v2, o2, k2, st.next_b);
+                uint32_t id = bf_encode(&b, v2, o2, k2, nb);
                 double nt = nd.time + t;
                 if (nt < b.best[id]) {
                     b.best[id] = nt;
@@ -318,7 +329,7 @@ static double brute_force_stops(const remat_chain *c, uint64_t limit) {
     b.best = malloc((size_t)b.nstates * sizeof *b.best);
     if (!b.best) exit(3);
     for (uint32_t i = 0; i < b.nstates; i++) b.best[i] = INFINITY;
-    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0}, dh[8] = {0};
+    uint8_t val[8] = {0}, opt[8] = {0}, kept[8] = {0};
     val[0] = REMAT__HELD_A;
     uint32_t start = bf_encode(&b, val, opt, kept, (uint32_t)c->n) * P;
     if (c->input_bytes <= limit) {
@@ -360,21 +371,10 @@ static double brute_force_stops(const remat_chain *c, uint64_t limit) {
             if (p) {
                 uint32_t i = pend.index;
                 if (pend.kind == REMAT_OP_FN && k2[i - 1] && v2[i - 1] == REMAT__HELD_A) break;
-                memset(dh, 0, sizeof dh);
-                dh[next] = 1;
-                uint64_t mem = remat_chain_d_bytes(c, next);
-                for (size_t j = 0; j <= c->n; j++) mem += remat__value_bytes(c, j, v2[j], o2[j]);
-                remat__sim_state st = {.val = v2, .opt = o2, .dheld = dh, .mem = mem, .next_b = next};
                 uint64_t during;
-                char why[128];
-                if (!remat__sim_apply(c, &st, pend, q ? &op : NULL, &during, &t, why, sizeof why))
+                if (!bf_step(c, v2, o2, k2, &nb, pend, q ? &op : NULL, &during, &t))
                     break; /* for any q */
                 if (during > limit) continue; /* it may stop (or not) before another q */
-                if ((pend.kind == REMAT_OP_FCK || pend.kind == REMAT_OP_FALL) && v2[i - 1])
-                    k2[i - 1] = 1;
-                for (size_t j = 0; j <= c->n; j++)
-                    if (v2[j] == REMAT__HELD_NONE) k2[j] = 0;
-                nb = st.next_b;
             }
             uint32_t id = q ? bf_encode(&b, v2, o2, k2, nb) * P + q : goal;
             if (!q && nb != 0) continue;
@@ -971,13 +971,7 @@ static remat_chain *options_chain(test_rng *r, const test_chain_spec *sp, size_t
         }
         st[i].options = o;
     }
-    remat_chain *d = NULL;
-    remat_error e;
-    if (remat_chain_create(c->name, c->input_bytes, c->input_grad_bytes, st, c->n, &d, &e) !=
-        REMAT_OK) {
-        fprintf(stderr, "options_chain: %s\n", e.message);
-        exit(3);
-    }
+    remat_chain *d = test_chain_like(c, st);
     free(st);
     free(opts);
     remat_chain_free(c);
@@ -1035,8 +1029,39 @@ static void t_options_brute_force(void) {
            infeasible, partial);
 }
 
-/* With partial saves, the narrowed tables give the whole table's schedule,
- * and every schedule fits (slots and exact bytes, larger chains). */
+/* At a limit drawn between the smallest memory and half way to store-all's
+ * peak: remat_solve works there (with check_solve, its schedule fits too),
+ * and the bound tables and narrowing (modes 2, 3) give the plain table's
+ * schedule, which fits; *out: that schedule. */
+static void bounds_same_schedule(test_rng *r, const remat_chain *c, int64_t slots,
+                                 int check_solve, remat_schedule **out) {
+    static char a[1 << 16], b[1 << 16];
+    remat_solve_options o;
+    remat_solve_options_init(&o);
+    o.slots = slots;
+    uint64_t mm = 0, peak = store_peak(c, NULL);
+    ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
+    o.memory = mm + test_rng_range(r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
+    remat_schedule *s0 = NULL;
+    remat_error e;
+    ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK); /* the smallest limit works */
+    if (check_solve) ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+    remat_schedule_free(s0);
+    s0 = NULL;
+    ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
+    ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
+    test_ops_text(s0, ",", a, sizeof a);
+    for (int mode = 2; mode <= 3; mode++) {
+        remat_schedule *s1 = NULL;
+        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
+        test_ops_text(s1, ",", b, sizeof b);
+        ASSERT_TRUE(strcmp(a, b) == 0);
+        ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
+        remat_schedule_free(s1);
+    }
+    *out = s0;
+}
+
 /* With stop fields: the smallest memory works and fits, the predictions are
  * the simulator's (test_schedule_ok), and the bound tables and narrowing
  * (modes 2, 3) give the same schedule as the plain table, in bytes and in
@@ -1044,7 +1069,6 @@ static void t_options_brute_force(void) {
 static void t_stops_bounds_same_schedule(void) {
     test_rng r = {1127};
     int stopped = 0;
-    static char a[1 << 16], b[1 << 16];
     for (int it = 0; it < 240; it++) {
         int64_t slot_choices[3] = {0, 50, 500};
         int64_t slots = slot_choices[it % 3];
@@ -1054,29 +1078,9 @@ static void t_stops_bounds_same_schedule(void) {
         remat_chain *base = test_random_chain_with(&r, &sp, it % 4 == 1 ? &x : NULL);
         remat_chain *c = test_with_stops(&r, base, it % 2 ? TEST_STOPS_RANDOM : TEST_STOPS_BENIGN,
                                          sp.max_bytes);
-        remat_solve_options o;
-        remat_solve_options_init(&o);
-        o.slots = slots;
-        uint64_t mm = 0, peak = store_peak(c, NULL);
-        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
-        o.memory = mm + test_rng_range(&r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
         remat_schedule *s0 = NULL;
-        remat_error e;
-        ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK);
-        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
-        remat_schedule_free(s0);
-        s0 = NULL;
-        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
-        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
-        test_ops_text(s0, ",", a, sizeof a);
-        for (int mode = 2; mode <= 3; mode++) {
-            remat_schedule *s1 = NULL;
-            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
-            test_ops_text(s1, ",", b, sizeof b);
-            ASSERT_TRUE(strcmp(a, b) == 0);
-            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
-            remat_schedule_free(s1);
-        }
+        bounds_same_schedule(&r, c, slots, 1, &s0);
+        if (test_failed_) return;
         remat_exec_plan *pl = NULL;
         ASSERT_STATUS(remat_exec_plan_create(c, s0, &pl, NULL), REMAT_OK);
         for (size_t k = 0; k < pl->n_steps; k++) stopped += pl->steps[k].stops;
@@ -1089,38 +1093,20 @@ static void t_stops_bounds_same_schedule(void) {
     ASSERT_TRUE(stopped > 240);
 }
 
+/* With partial saves, the narrowed tables give the whole table's schedule,
+ * and every schedule fits (slots and exact bytes, larger chains). */
 static void t_options_bounds_same_schedule(void) {
     test_rng r = {777};
     int compared = 0, partial = 0;
-    static char a[1 << 16], b[1 << 16];
     for (int it = 0; it < 300; it++) {
         int64_t slot_choices[3] = {0, 50, 500};
         int64_t slots = slot_choices[it % 3];
         test_chain_spec sp = {3 + (size_t)test_rng_range(&r, 0, 30), slots ? 100000 : 40,
                               it % 2, it % 3 == 0, it % 5 == 0, it % 7 == 0};
         remat_chain *c = options_chain(&r, &sp, 3, it % 4 == 1);
-        remat_solve_options o;
-        remat_solve_options_init(&o);
-        o.slots = slots;
-        uint64_t mm = 0, peak = store_peak(c, NULL);
-        ASSERT_STATUS(remat_min_memory(c, &o, &mm, NULL), REMAT_OK);
-        o.memory = mm + test_rng_range(&r, 0, peak > mm ? (peak - mm) / 2 + 1 : 1);
         remat_schedule *s0 = NULL;
-        remat_error e;
-        ASSERT_STATUS(remat_solve(c, &o, &s0, &e), REMAT_OK); /* the smallest limit works */
-        remat_schedule_free(s0);
-        s0 = NULL;
-        ASSERT_STATUS(remat__solve_optimal_ex(c, &o, 0, NULL, &s0, &e), REMAT_OK);
-        ASSERT_TRUE(test_schedule_ok(c, s0, o.memory));
-        test_ops_text(s0, ",", a, sizeof a);
-        for (int mode = 2; mode <= 3; mode++) {
-            remat_schedule *s1 = NULL;
-            ASSERT_STATUS(remat__solve_optimal_ex(c, &o, mode, NULL, &s1, &e), REMAT_OK);
-            test_ops_text(s1, ",", b, sizeof b);
-            ASSERT_TRUE(strcmp(a, b) == 0);
-            ASSERT_TRUE(s0->time == s1->time && s0->peak_bytes == s1->peak_bytes);
-            remat_schedule_free(s1);
-        }
+        bounds_same_schedule(&r, c, slots, 0, &s0);
+        if (test_failed_) return;
         partial += uses_partial_save(s0);
         compared++;
         remat_schedule_free(s0);

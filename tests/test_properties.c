@@ -505,6 +505,61 @@ static int schedule_checks(const remat_chain *c, const remat_schedule *s, uint64
     return good;
 }
 
+/* Valid under bandwidth bw with a peak within m (the solvers other than
+ * exact predict from the plain Fall, so only the limit is checked). */
+static int fits(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw) {
+    remat_sim_options so;
+    remat_sim_options_init(&so);
+    so.bandwidth = bw;
+    remat_sim_result *r = NULL;
+    if (remat_simulate(c, s, &so, &r, NULL) != REMAT_OK) return 0;
+    int good = r->valid && r->peak_bytes <= m;
+    if (!good)
+        fprintf(stderr, "  %s: %s, peak %llu, limit %llu\n", s->algorithm,
+                r->valid ? "valid" : r->reason, (unsigned long long)r->peak_bytes,
+                (unsigned long long)m);
+    remat_sim_result_free(r);
+    return good;
+}
+
+/* fits, and no slower than predicted (the offload solvers' prediction is an
+ * upper bound). */
+static int fits_in_time(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw) {
+    return schedule_checks(c, s, m, bw, 0);
+}
+
+/* The offload solvers at limit m and bandwidth bw: each schedule passes ok,
+ * each refusal is an infeasible limit (else fail code `bad`); with bare (c
+ * without its options), offload-only and opportunist, which ignore options,
+ * give the same schedule on both (else bad + 1). Counts the schedules in
+ * *solved; returns the first fail code or 0. */
+static int offload_solvers(const remat_chain *c, const remat_chain *bare, uint64_t m, double bw,
+                           int (*ok)(const remat_chain *, const remat_schedule *, uint64_t, double),
+                           int bad, int *solved) {
+    static const remat_algorithm off[] = {REMAT_ALG_POFO, REMAT_ALG_OFFLOAD_ONLY,
+                                          REMAT_ALG_OPPORTUNIST, REMAT_ALG_AUTOCAPPER};
+    int fail = 0;
+    for (size_t a = 0; a < sizeof off / sizeof *off && !fail; a++) {
+        remat_schedule *s;
+        remat_error e;
+        remat_status st = solve_bw(c, off[a], m, bw, &s, &e);
+        if (st == REMAT_OK && !ok(c, s, m, bw)) fail = bad;
+        if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
+            fprintf(stderr, "  %s: %s\n", remat_algorithm_name(off[a]), e.message);
+            fail = bad;
+        }
+        if (bare && (off[a] == REMAT_ALG_OFFLOAD_ONLY || off[a] == REMAT_ALG_OPPORTUNIST)) {
+            remat_schedule *t;
+            if (solve_bw(bare, off[a], m, bw, &t, &e) != st || !test_same_ops(s, t))
+                fail = bad + 1;
+            remat_schedule_free(t);
+        }
+        *solved += st == REMAT_OK;
+        remat_schedule_free(s);
+    }
+    return fail;
+}
+
 /* Every solver on chains with partial saves and fall_overhead: each schedule
  * passes the simulator within the limit with the predicted time and peak;
  * the solvers that ignore options (revolve, sequential, store-all,
@@ -579,27 +634,8 @@ static void test_options_every_solver(void) {
             remat_schedule_free(t);
         }
         if (!fail && it % 10 == 0) { /* the offload solvers take longer */
-            static const remat_algorithm off[] = {REMAT_ALG_POFO, REMAT_ALG_OFFLOAD_ONLY,
-                                                  REMAT_ALG_OPPORTUNIST, REMAT_ALG_AUTOCAPPER};
             double bw = 1 + (double)test_rng_range(&r, 0, 20);
-            for (size_t a = 0; a < sizeof off / sizeof *off && !fail; a++) {
-                remat_schedule *s;
-                remat_error e;
-                remat_status st = solve_bw(c, off[a], m, bw, &s, &e);
-                if (st == REMAT_OK && !schedule_checks(c, s, m, bw, 0)) fail = 7;
-                if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
-                    fprintf(stderr, "  %s: %s\n", remat_algorithm_name(off[a]), e.message);
-                    fail = 7;
-                }
-                if (off[a] == REMAT_ALG_OFFLOAD_ONLY || off[a] == REMAT_ALG_OPPORTUNIST) {
-                    remat_schedule *t; /* they ignore options */
-                    if (solve_bw(bare, off[a], m, bw, &t, &e) != st || !test_same_ops(s, t))
-                        fail = 8;
-                    remat_schedule_free(t);
-                }
-                offload += st == REMAT_OK;
-                remat_schedule_free(s);
-            }
+            fail = offload_solvers(c, bare, m, bw, fits_in_time, 7, &offload);
         }
         if (fail) {
             fprintf(stderr, "  chain %d: options property %d fails\n", it, fail);
@@ -615,6 +651,33 @@ static void test_options_every_solver(void) {
     ASSERT_TRUE(exact_gain > chains / 100);
     ASSERT_TRUE(optimal_gain > chains / 100);
     ASSERT_TRUE(offload > 0);
+}
+
+/* alg gives the same schedule (or the same smallest memory) on c and on x,
+ * c with fields written out at their defaults; with sim, the simulator's peak
+ * and time are the same too. */
+static int same_schedule(const remat_chain *c, const remat_chain *x, remat_algorithm alg,
+                         uint64_t m, double bw, int sim) {
+    remat_schedule *s, *t;
+    remat_error e, e2;
+    remat_status st = solve_bw(c, alg, m, bw, &s, &e);
+    remat_status st2 = solve_bw(x, alg, m, bw, &t, &e2);
+    int same = st == st2 && test_same_ops(s, t) &&
+               (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
+    if (same && st == REMAT_OK && sim) {
+        remat_sim_options so;
+        remat_sim_options_init(&so);
+        so.bandwidth = bw;
+        remat_sim_result *r1 = NULL, *r2 = NULL;
+        same = remat_simulate(c, s, &so, &r1, NULL) == REMAT_OK &&
+               remat_simulate(x, t, &so, &r2, NULL) == REMAT_OK &&
+               r1->peak_bytes == r2->peak_bytes && r1->time == r2->time;
+        remat_sim_result_free(r1);
+        remat_sim_result_free(r2);
+    }
+    remat_schedule_free(s);
+    remat_schedule_free(t);
+    return same;
 }
 
 /* A fall_overhead equal to fwd_overhead, written out, changes nothing: every
@@ -635,15 +698,7 @@ static void test_explicit_fall_overhead_same(void) {
         for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
             if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
             if (algs[a] == REMAT_ALG_POFO && it % 10) continue;
-            remat_schedule *s, *t;
-            remat_error e, e2;
-            double bw = algs[a] == REMAT_ALG_POFO ? 3 : 0;
-            remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
-            remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
-            int same = st == st2 && test_same_ops(s, t) &&
-                       (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
-            remat_schedule_free(s);
-            remat_schedule_free(t);
+            int same = same_schedule(c, x, algs[a], m, algs[a] == REMAT_ALG_POFO ? 3 : 0, 0);
             if (!same) {
                 print_chain(x, m);
                 remat_chain_free(x);
@@ -658,23 +713,6 @@ static void test_explicit_fall_overhead_same(void) {
 }
 
 /* ---- The stopped Fall (stop_time, stop_saved_bytes, stop_overhead) ---- */
-
-/* Valid under bandwidth bw with a peak within m (the solvers other than
- * exact predict from the plain Fall, so only the limit is checked). */
-static int fits(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw) {
-    remat_sim_options so;
-    remat_sim_options_init(&so);
-    so.bandwidth = bw;
-    remat_sim_result *r = NULL;
-    if (remat_simulate(c, s, &so, &r, NULL) != REMAT_OK) return 0;
-    int good = r->valid && r->peak_bytes <= m;
-    if (!good)
-        fprintf(stderr, "  %s: %s, peak %llu, limit %llu\n", s->algorithm,
-                r->valid ? "valid" : r->reason, (unsigned long long)r->peak_bytes,
-                (unsigned long long)m);
-    remat_sim_result_free(r);
-    return good;
-}
 
 /* Every solver on thousands of random chains with stop fields, some of them
  * raising the Fall's memory (stop_overhead past fall_overhead): every
@@ -730,21 +768,8 @@ static void test_stops_every_solver(void) {
             remat_schedule_free(s);
         }
         if (!fail && it % 10 == 0) {
-            static const remat_algorithm off[] = {REMAT_ALG_POFO, REMAT_ALG_OFFLOAD_ONLY,
-                                                  REMAT_ALG_OPPORTUNIST, REMAT_ALG_AUTOCAPPER};
             double bw = 1 + (double)test_rng_range(&r, 0, 20);
-            for (size_t a = 0; a < sizeof off / sizeof *off && !fail; a++) {
-                remat_schedule *s;
-                remat_error e;
-                remat_status st = solve_bw(c, off[a], m, bw, &s, &e);
-                if (st == REMAT_OK && !fits(c, s, m, bw)) fail = 5;
-                if (st != REMAT_OK && st != REMAT_E_INFEASIBLE) {
-                    fprintf(stderr, "  %s: %s\n", remat_algorithm_name(off[a]), e.message);
-                    fail = 5;
-                }
-                offload += st == REMAT_OK;
-                remat_schedule_free(s);
-            }
+            fail = offload_solvers(c, NULL, m, bw, fits, 5, &offload);
         }
         if (fail) {
             fprintf(stderr, "  chain %d: stop property %d fails\n", it, fail);
@@ -782,26 +807,7 @@ static void test_explicit_stops_same(void) {
             int offload = algs[a] >= REMAT_ALG_POFO;
             if (algs[a] == REMAT_ALG_EXACT && c->n > 6) continue;
             if (offload && it % 10) continue;
-            remat_schedule *s, *t;
-            remat_error e, e2;
-            double bw = offload ? 3 : 0;
-            remat_status st = solve_bw(c, algs[a], m, bw, &s, &e);
-            remat_status st2 = solve_bw(x, algs[a], m, bw, &t, &e2);
-            int same = st == st2 && test_same_ops(s, t) &&
-                       (st != REMAT_E_INFEASIBLE || e.min_memory == e2.min_memory);
-            if (same && st == REMAT_OK) { /* and the simulator's figures */
-                remat_sim_options so;
-                remat_sim_options_init(&so);
-                so.bandwidth = bw;
-                remat_sim_result *r1 = NULL, *r2 = NULL;
-                ASSERT_STATUS(remat_simulate(c, s, &so, &r1, NULL), REMAT_OK);
-                ASSERT_STATUS(remat_simulate(x, t, &so, &r2, NULL), REMAT_OK);
-                same = r1->peak_bytes == r2->peak_bytes && r1->time == r2->time;
-                remat_sim_result_free(r1);
-                remat_sim_result_free(r2);
-            }
-            remat_schedule_free(s);
-            remat_schedule_free(t);
+            int same = same_schedule(c, x, algs[a], m, offload ? 3 : 0, 1);
             if (!same) {
                 print_chain(x, m);
                 remat_chain_free(x);

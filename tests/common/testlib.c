@@ -128,14 +128,19 @@ remat_chain *test_with_stops(test_rng *r, const remat_chain *c, int mode, uint64
                                                     ? room
                                                     : s->fall_overhead + max_bytes);
     }
+    remat_chain *v = test_chain_like(c, st);
+    free(st);
+    return v;
+}
+
+remat_chain *test_chain_like(const remat_chain *c, const remat_stage *st) {
     remat_chain *v = NULL;
     remat_error e;
     if (remat_chain_create(c->name, c->input_bytes, c->input_grad_bytes, st, c->n, &v, &e) !=
         REMAT_OK) {
-        fprintf(stderr, "test_with_stops: %s\n", e.message);
+        fprintf(stderr, "test_chain_like: %s\n", e.message);
         exit(3);
     }
-    free(st);
     return v;
 }
 

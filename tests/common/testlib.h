@@ -46,6 +46,9 @@ remat_chain *test_random_chain_with(test_rng *r, const test_chain_spec *spec,
  * (stop_saved_bytes + stop_overhead <= saved_bytes + fall_overhead). */
 enum { TEST_STOPS_DEFAULTS, TEST_STOPS_RANDOM, TEST_STOPS_BENIGN };
 remat_chain *test_with_stops(test_rng *r, const remat_chain *c, int mode, uint64_t max_bytes);
+/* A chain with c's name and inputs and the stages st (c->n of them); exits
+ * the test binary when remat_chain_create refuses them. */
+remat_chain *test_chain_like(const remat_chain *c, const remat_stage *st);
 
 /* Simulates s on c; returns 1 when valid with peak <= limit and the
  * simulated time within 1e-9 relative of s->time, else prints why and returns 0. */
