@@ -22,7 +22,7 @@ import remat
 from ._config import CacheSetting
 from ._saves import enabled as partial_saves
 
-PROFILE_VERSION = 9  # bump when what a profile measures changes: old cache files go stale
+PROFILE_VERSION = 10  # bump when what a profile measures changes: old cache files go stale
 
 
 def cache_dir(cache: CacheSetting) -> Optional[str]:

@@ -357,8 +357,7 @@ class Step:
                 keep = ("abar", j) in st.creates
                 part = PartialSave.of_option(st.option) if keep else None
                 # (the plan's stops; a join's tower plans copy them)
-                a, saved = self._recompute(j, keep, part=part,
-                                           unread=bool(getattr(st, "stops", False)))
+                a, saved = self._recompute(j, keep, part=part, unread=st.stops)
                 if j == self.L and self.bwd_done[self.n]:
                     # The model's outputs, made again: only the output
                     # stage's forward reads them, and it is over (the chain

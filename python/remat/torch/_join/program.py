@@ -323,7 +323,7 @@ def branch_plan(plan: Any, b: int, n: int) -> "remat.Plan":
         st.mem_during, st.mem_after = src.mem_during, src.mem_after
         st.start, st.end = src.start, src.end
         st.copy_at = len(steps)
-        st.stops = bool(getattr(src, "stops", False))  # (T's halves never stop)
+        st.stops = src.stops  # (T's halves never stop)
         steps.append(st)
 
     def mine(refs: List[Tuple[str, int, int]]) -> List[Tuple[str, int]]:
