@@ -253,7 +253,8 @@ class Step:
         return hooks if part is None else both(hooks, part.recording())
 
     def record_rng(self, j: int) -> None:
-        self.rng[j] = RngState(self.rng_devices)
+        if not self.all_native:  # (nothing runs again: no state to replay)
+            self.rng[j] = RngState(self.rng_devices)
 
     def _store_result(self, j: int, a_j: List[torch.Tensor], saved: Optional[List[Any]],
                       part: Optional[PartialSave] = None) -> None:
