@@ -58,13 +58,20 @@ class Budget:
         self.backward_held = [tuple(int(x) for x in b) for b in
                               chain.meta.get("profile", {}).get("backward_held", [])]
         self.step_held = held - sum(b[0] for b in self.backward_held)
+        # what a step run as plain autograd frees sooner, or never holds (Profile)
+        prof = chain.meta.get("profile", {})
+        self.frees_out = {int(i) for i in prof.get("frees_out", [])}
+        self.rng_bytes = int(prof.get("rng_bytes", 0))
         self._plain_peak: Optional[int] = None
+        self._every: Optional[Tuple["remat.Chain", "remat.Schedule"]] = None
         self.bandwidth = 0.0   # the host link of the schedule, bytes per chain time unit
         self.link: Optional[HostLink] = None  # its copy engine, made for offload schedules
 
     def _store_all(self) -> "remat.Schedule":
-        return remat.solve(self.chain, remat.store_all_cost(self.chain)[0],
-                           algorithm="store-all")
+        if self._every is None or self._every[0] is not self.chain:
+            self._every = (self.chain, remat.solve(
+                self.chain, remat.store_all_cost(self.chain)[0], algorithm="store-all"))
+        return self._every[1]
 
     @property
     def plain_peak(self) -> int:
@@ -94,7 +101,17 @@ class Budget:
         backward while it lives."""
         sim = remat.simulate(self.chain, sched, self.bandwidth)
         during = [m + b for m, b in zip(sim.mem_during, self._backward_held(sched.ops))]
-        return int(max(during + [self.chain.input_bytes])) + self.step_held
+        held = self.step_held
+        if sched.ops == self._store_all().ops:
+            # plain autograd's step (the executor's Step.all_native): a stage
+            # output that stage saves none of is gone after the next stage's
+            # backward, and no RNG state is kept
+            held -= self.rng_bytes
+            stages = self.chain.stages
+            during = [m - stages[int(op[2:]) - 1]["out_bytes"]
+                      if op.startswith("B ") and int(op[2:]) in self.frees_out else m
+                      for op, m in zip(sched.ops, during)]
+        return int(max(during + [self.chain.input_bytes])) + held
 
     def link_bandwidth(self, bandwidth: Bandwidth) -> float:
         """Bytes per time unit of the chain: `bandwidth` given in bytes per

@@ -71,10 +71,17 @@ def rng_state_bytes(device: torch.device) -> int:
     return n
 
 
+def rng_bytes(device: torch.device, random_stages: int) -> int:
+    """The RNG states the executor keeps for the stages that draw random
+    numbers, and one more while a recomputation replays one (fork_rng keeps
+    the state it puts back)."""
+    return (random_stages + 1 if random_stages else 0) * rng_state_bytes(device)
+
+
 def step_reserve(device: torch.device, random_stages: int, ops: int) -> int:
-    """Held for the whole step besides the values: the RNG states of the
-    stages that draw random numbers, and RESERVE for the small tensors."""
-    return random_stages * rng_state_bytes(device) + RESERVE + RESERVE_PER_OP * ops
+    """Held for the whole step besides the values: rng_bytes, and RESERVE
+    for the small tensors."""
+    return rng_bytes(device, random_stages) + RESERVE + RESERVE_PER_OP * ops
 
 
 class StageProbe:
@@ -95,6 +102,10 @@ class StageProbe:
     name = "stage"
     partial_saves = True  # whether the stage's partial saves can be measured (eager code)
     partial: Optional["PartialRun | _Redo | _Stop"] = None  # the partial save the next runs make
+    # set by measure(): the stage's autograd saves none of its outputs (and
+    # they are not the model's), so plain autograd frees them once the next
+    # stage is done with them
+    frees_out = False
 
     def fwd(self, grad: bool, keep: bool = True) -> "StageProbe.Result":
         """One run: with grad, keeping what autograd saves (or, keep=False, a
@@ -291,6 +302,7 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
 
     def sized_seeds(res: Any) -> Any:  # the sizes of the last run
         last[:] = [_sizes(res, outputs_held, loss_output)]
+        run.frees_out = not outputs_held and _saves_none_of_outputs(res)
         return run.seeds(res)
 
     fwd_ms, bwd_ms = _timed(device, n, lambda: run.fwd(True), sized_seeds, run.bwd)
@@ -489,6 +501,13 @@ def sizes_only(run: StageProbe, outputs_held: bool = False, loss_output: bool = 
     a_bytes, saved_bytes, grad_bytes, held_out = _sizes(res, outputs_held, loss_output)
     return {"name": run.name, "out_bytes": a_bytes, "saved_bytes": saved_bytes,
             "grad_bytes": grad_bytes, "held_outputs": held_out}
+
+
+def _saves_none_of_outputs(res: StageProbe.Result) -> bool:
+    """Whether autograd saved none of the storages of the run's outputs
+    (those held anyway aside)."""
+    out = {k for k in keys_of(res.a) if k[1]} - res.free - keys_of(res.inputs)
+    return bool(out) and not out & keys_of(res.saved)
 
 
 def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool

@@ -35,6 +35,13 @@ class Profile:
     # Held in the backward only: [bytes, from, until], alive from the end of
     # B `from` to the end of B `until` (chain stages)
     backward_held: List[List[int]]
+    # For a step run as plain autograd (memory=1.0's store-all plan, no
+    # hooks: _budget.Budget.predict): the stages whose output autograd frees
+    # at the next stage's backward (stage i saves none of a[i]; the chain
+    # holds it until B i), and the RNG states in held_bytes, which such a
+    # step does not keep.
+    frees_out: List[int] = dataclasses.field(default_factory=list)
+    rng_bytes: int = 0
 
 
 class Program(Protocol):

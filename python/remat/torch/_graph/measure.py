@@ -8,8 +8,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from .._measure import (StageProbe, add_bwd_overhead, measure, sizes_only, step_reserve,
-                        through_boundary)
+from .._measure import (StageProbe, add_bwd_overhead, measure, rng_bytes, sizes_only,
+                        step_reserve, through_boundary)
 from .._program import Profile
 from .._progress import Progress
 from .._tensors import (FreeKey, cuda_devices, dense_bytes, detached_like, device_of, free_key,
@@ -107,6 +107,8 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
     device = device_of(feeds.values())
     out: List[Dict[str, Any]] = []
     held_bytes = 0
+    frees_out: List[int] = []
+    prev_out: Set[FreeKey] = set()
     with torch.random.fork_rng(devices=cuda_devices(feeds.values())):
         prev: Sequence[fx.Node] = prog.input_acts
         for st in prog.stages:
@@ -122,6 +124,13 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
                                loss_output=prog.returns_loss, stops=True)
             held_bytes += info.pop("held_outputs")
             out.append(info)
+            if not sizes:  # (a stage passing its input on keeps it alive: not freed)
+                here = keys_of(t for b in st.boundary or () for t in tensors_in(run.last[b]))
+                if frees_out and frees_out[-1] == st.index - 1 and prev_out & here:
+                    frees_out.pop()
+                if run.frees_out:
+                    frees_out.append(st.index)
+                prev_out = here
             for o, v in run.last.items():  # the values the next stages read
                 env[o] = pytree.tree_map_only(
                     torch.Tensor, detached_like if o in prog.held else torch.Tensor.detach, v)
@@ -143,8 +152,10 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
         held_bytes += feeds[ph].untyped_storage().nbytes()
     backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in backward_held)
-    held_bytes += step_reserve(device, sum(1 for st in prog.stages if st.random), len(prog.calls))
-    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, backward_held)
+    random = sum(1 for st in prog.stages if st.random)
+    held_bytes += step_reserve(device, random, len(prog.calls))
+    return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, backward_held,
+                   frees_out, rng_bytes(device, random))
 
 
 def shared_param_grads(prog: "GraphProgram", feeds: Dict[fx.Node, Any],
