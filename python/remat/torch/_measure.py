@@ -60,6 +60,11 @@ from ._tensors import (MISSING, FreeKey, RngState, StopRecompute, cuda_devices, 
 # 2.2 % on Gemma-2's test model).
 RESERVE = 4096
 RESERVE_PER_OP = 8
+# The module path counts saved tensors, not operators, and measures blocks
+# alone: what runs between them is calibrated from one plain step. BERT's
+# layer parts with a padding mask used 5.6 KB more than 8 B each at a limit
+# that recomputes (test_torch_branches.py).
+MODULE_RESERVE_PER_OP = 64
 
 
 def rng_state_bytes(device: torch.device) -> int:
@@ -78,10 +83,11 @@ def rng_bytes(device: torch.device, random_stages: int) -> int:
     return (random_stages + 1 if random_stages else 0) * rng_state_bytes(device)
 
 
-def step_reserve(device: torch.device, random_stages: int, ops: int) -> int:
+def step_reserve(device: torch.device, random_stages: int, ops: int,
+                 per_op: int = RESERVE_PER_OP) -> int:
     """Held for the whole step besides the values: rng_bytes, and RESERVE
-    for the small tensors."""
-    return rng_bytes(device, random_stages) + RESERVE + RESERVE_PER_OP * ops
+    and `per_op` bytes per operator for the small tensors."""
+    return rng_bytes(device, random_stages) + RESERVE + per_op * ops
 
 
 class StageProbe:
@@ -101,7 +107,7 @@ class StageProbe:
 
     name = "stage"
     partial_saves = True  # whether the stage's partial saves can be measured (eager code)
-    partial: Optional["PartialRun | _Redo | _Stop"] = None  # the partial save the next runs make
+    partial: Optional["PartialRun | _Redo | _Stop | _Release"] = None  # hooks of the next runs
     # set by measure(): the stage's autograd saves none of its outputs (and
     # they are not the model's), so plain autograd frees them once the next
     # stage is done with them
@@ -317,6 +323,7 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
         run.fwd(True, keep=False)  # Fn / Fck in the model's forward
     ovh_none = max(ovh_none, m.peak - a_bytes - held_out)
     stopped = _stopped(run, n, device) if stops and not outputs_held else {}
+    released = None if outputs_held else _released_bwd(run, device)
     # One session for the kept forward and the backward, so the backward
     # sees the frees of what the forward allocated. It runs last: the next
     # stages read its values (a no-grad run may lay tensors out otherwise).
@@ -333,6 +340,9 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     fwd_keep, _, bwd = m.segment_peaks
     ovh_keep = fwd_keep - saved_bytes - held_out
     ovh_bwd = bwd - d_bytes
+    floor_bwd = ovh_bwd  # (a partial save's B holds its outputs: _partial_saves)
+    if released is not None:
+        ovh_bwd = min(ovh_bwd, released)
     info = {"name": run.name, "fwd_time": fwd_ms, "bwd_time": bwd_ms, "out_bytes": int(a_bytes),
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
             "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
@@ -346,11 +356,79 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
         # runs the full save's backward: it holds at least that much (the
         # runs measured apart differ by a small tensor or two)
         for o in options:
-            floor = int(saved_bytes) - o["saved_bytes"] + max(0, int(ovh_bwd), int(ovh_keep))
+            floor = int(saved_bytes) - o["saved_bytes"] + max(0, int(floor_bwd), int(ovh_keep))
             o["bwd_overhead"] = max(o["bwd_overhead"], floor)
         info["options"] = options
     return info
 
+
+
+class _Release:
+    """The hooks of a run whose backward lets go of the stage's outputs at
+    the stage's last unpack, as a step's does (the executor's unpack then
+    carries out B i, which frees abar[i]): `release` is called then. Each
+    saved tensor goes after its node, as the executor's."""
+
+    class Box:
+        __slots__ = ("t", "seen")
+
+        def __init__(self, t: torch.Tensor) -> None:
+            self.t, self.seen = t, False
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.release: Callable[[], None] = lambda: None
+
+    def hooks(self, free: Set[FreeKey], saved: List[torch.Tensor]) -> Any:
+        def pack(t: torch.Tensor) -> Any:
+            key = free_key(t)
+            if key in free or key[1] == 0:
+                return t
+            self.left += 1
+            return _Release.Box(t.detach())
+
+        def unpack(box: Any) -> Any:
+            if not isinstance(box, _Release.Box):
+                return box
+            if not box.seen:
+                box.seen = True
+                self.left -= 1
+                if self.left == 0:
+                    self.release()
+            return box.t
+        return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+
+def _clear(lists: Tuple[List[torch.Tensor], ...]) -> None:
+    for x in lists:
+        x.clear()
+
+
+def _released_bwd(run: StageProbe, device: torch.device) -> Optional[int]:
+    """B i's peak above its start, less d[i-1], where the stage's outputs
+    go at its last unpack, as in a step (where B's peak comes after that
+    unpack, a weight gradient's temporary: the outputs are gone); None
+    when the run cannot be measured so (a partial save in progress)."""
+    if run.partial is not None:
+        return None
+    rel = _Release()
+    run.partial = rel
+    try:
+        with PeakMeter(device) as m:
+            m.mark()
+            res = run.redo()  # (the next stages read the main run's values, not these)
+            res.saved.clear()
+            m.mark()
+            seeds = run.seeds(res)
+            outputs = (res.a, res.graph_outs)
+            rel.release = lambda: _clear(outputs)
+            m.mark()
+            d = run.bwd(res, seeds)
+            d_bytes = dense_bytes(d)
+            del res, seeds, d
+    finally:
+        run.partial = None
+    return int(m.segment_peaks[2] - d_bytes)
 
 
 class _Stop:

@@ -12,7 +12,7 @@ from torch import nn
 
 import remat
 
-from .._measure import StageProbe, measure, step_reserve, through_boundary
+from .._measure import MODULE_RESERVE_PER_OP, StageProbe, measure, step_reserve, through_boundary
 from .._memory import PeakMeter
 from .._program import Args, CaptureError, Kwargs, Profile
 from .._progress import Progress
@@ -41,7 +41,8 @@ def profile_blocks(model: nn.Module, blocks: List[Block], device: torch.device, 
     in_grad = dense_bytes([t for t in first_in if isinstance(t, torch.Tensor)])
     rest = max(0.0, plain["time"] - t_blocks)
     held = plain["prologue"] + plain["held_args"] + plain["outputs"]
-    held += step_reserve(device, len(blocks), plain["ops"]) + _tied_grads(model)
+    held += step_reserve(device, len(blocks), plain["ops"], MODULE_RESERVE_PER_OP) + \
+        _tied_grads(model)
     epilogue = {"name": "epilogue", "fwd_time": rest / 3, "bwd_time": 2 * rest / 3,
                 "out_bytes": 0, "saved_bytes": plain["epilogue"],
                 "fwd_overhead": 0, "bwd_overhead": 0}
