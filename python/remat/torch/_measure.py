@@ -11,6 +11,8 @@ values); and the temporary memory of its operations, measured by PeakMeter
     fwd_overhead  = peak keeping none - a[i]       (Fn, Fck)
     fall_overhead = peak keeping all - abar[i]     (Fall)
     bwd_overhead  = peak of the backward - bytes of the input's gradient
+                    (the outputs let go at the stage's last unpack, as
+                    a step's B frees abar[i] then: _released_bwd)
 
 so that the SPEC's figure for each op (held + what it adds + its own
 overhead) bounds what the op really takes. Each op has its own figure in
