@@ -481,15 +481,21 @@ static remat_status solve_bw(const remat_chain *c, remat_algorithm alg, uint64_t
     return remat_solve(c, &o, s, e);
 }
 
-/* Valid within m under bandwidth bw, with the predicted time and peak the
- * simulator's (offload solvers: their time bounds the simulated one). */
-static int schedule_checks(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw,
-                           int exact_peak) {
+/* s simulated under bandwidth bw (NULL if the simulator refuses it). */
+static remat_sim_result *simulated(const remat_chain *c, const remat_schedule *s, double bw) {
     remat_sim_options so;
     remat_sim_options_init(&so);
     so.bandwidth = bw;
     remat_sim_result *r = NULL;
-    if (remat_simulate(c, s, &so, &r, NULL) != REMAT_OK) return 0;
+    return remat_simulate(c, s, &so, &r, NULL) == REMAT_OK ? r : NULL;
+}
+
+/* Valid within m under bandwidth bw, with the predicted time and peak the
+ * simulator's (offload solvers: their time bounds the simulated one). */
+static int schedule_checks(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw,
+                           int exact_peak) {
+    remat_sim_result *r = simulated(c, s, bw);
+    if (!r) return 0;
     int good = r->valid && r->peak_bytes <= m;
     if (good && exact_peak)
         good = r->peak_bytes == s->peak_bytes && fabs(r->time - s->time) <= 1e-9 * (1 + r->time);
@@ -508,11 +514,8 @@ static int schedule_checks(const remat_chain *c, const remat_schedule *s, uint64
 /* Valid under bandwidth bw with a peak within m (the solvers other than
  * exact predict from the plain Fall, so only the limit is checked). */
 static int fits(const remat_chain *c, const remat_schedule *s, uint64_t m, double bw) {
-    remat_sim_options so;
-    remat_sim_options_init(&so);
-    so.bandwidth = bw;
-    remat_sim_result *r = NULL;
-    if (remat_simulate(c, s, &so, &r, NULL) != REMAT_OK) return 0;
+    remat_sim_result *r = simulated(c, s, bw);
+    if (!r) return 0;
     int good = r->valid && r->peak_bytes <= m;
     if (!good)
         fprintf(stderr, "  %s: %s, peak %llu, limit %llu\n", s->algorithm,
