@@ -60,8 +60,11 @@ class Budget:
         self.step_held = held - sum(b[0] for b in self.backward_held)
         # what a step run as plain autograd frees sooner, or never holds (Profile)
         prof = chain.meta.get("profile", {})
-        self.frees_out = {int(i) for i in prof.get("frees_out", [])}
-        self.rng_bytes = int(prof.get("rng_bytes", 0))
+        # stage -> the share of a[i] that B i's peak still counts (at another
+        # input shape, the same share of that shape's a[i])
+        self.frees_out = {int(i): max(0.0, 1.0 - int(gone) / max(1, int(out)))
+                          for i, gone, out in prof.get("frees_out", [])}
+        self.replay_bytes = int(prof.get("replay_bytes", 0))
         self._plain_peak: Optional[int] = None
         self._every: Optional[Tuple["remat.Chain", "remat.Schedule"]] = None
         self.bandwidth = 0.0   # the host link of the schedule, bytes per chain time unit
@@ -105,10 +108,10 @@ class Budget:
         if sched.ops == self._store_all().ops:
             # plain autograd's step (the executor's Step.all_native): a stage
             # output that stage saves none of is gone after the next stage's
-            # backward, and no RNG state is kept
-            held -= self.rng_bytes
+            # backward, and no RNG state or buffer snapshot is kept
+            held -= self.replay_bytes
             stages = self.chain.stages
-            during = [m - stages[int(op[2:]) - 1]["out_bytes"]
+            during = [m - int(stages[int(op[2:]) - 1]["out_bytes"] * self.frees_out[int(op[2:])])
                       if op.startswith("B ") and int(op[2:]) in self.frees_out else m
                       for op, m in zip(sched.ops, during)]
         return int(max(during + [self.chain.input_bytes])) + held

@@ -114,6 +114,8 @@ class StageProbe:
     # they are not the model's), so plain autograd frees them once the next
     # stage is done with them
     frees_out = False
+    released_by = 0  # set by measure(): see there
+    unsaved_out = 0  # bytes of the outputs the stage saves none of
 
     def fwd(self, grad: bool, keep: bool = True) -> "StageProbe.Result":
         """One run: with grad, keeping what autograd saves (or, keep=False, a
@@ -310,7 +312,9 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
 
     def sized_seeds(res: Any) -> Any:  # the sizes of the last run
         last[:] = [_sizes(res, outputs_held, loss_output)]
-        run.frees_out = not outputs_held and _saves_none_of_outputs(res)
+        unsaved, out = _unsaved_outputs(res)
+        run.frees_out = not outputs_held and out > 0 and unsaved == out
+        run.unsaved_out = 0 if outputs_held else unsaved
         return run.seeds(res)
 
     fwd_ms, bwd_ms = _timed(device, n, lambda: run.fwd(True), sized_seeds, run.bwd)
@@ -345,13 +349,23 @@ def measure(run: StageProbe, repeat: int, device: torch.device, outputs_held: bo
     floor_bwd = ovh_bwd  # (a partial save's B holds its outputs: _partial_saves)
     if released is not None:
         ovh_bwd = min(ovh_bwd, released)
+    # What B's peak no longer counts of the outputs. A stopped Fall never
+    # makes those the stage does not save: its B takes the figure with them
+    # held, through stop_saved_bytes (the Fall's own peak unchanged, or higher).
+    run.released_by = int(floor_bwd - ovh_bwd)
+    if stopped:
+        keep = min(stopped["stop_saved_bytes"], int(saved_bytes))
+        more = min(run.released_by, run.unsaved_out)
+        if more > int(saved_bytes) - keep:  # (it cannot: B keeps the held figure)
+            ovh_bwd, run.released_by, more = floor_bwd, 0, 0
+        stopped["stop_saved_bytes"] = keep + more
+        stopped["stop_overhead"] = max(0, stopped["stop_overhead"] - more)
     info = {"name": run.name, "fwd_time": fwd_ms, "bwd_time": bwd_ms, "out_bytes": int(a_bytes),
             "saved_bytes": int(saved_bytes), "grad_bytes": int(grad_bytes),
             "fwd_overhead": int(max(0, ovh_none)), "fall_overhead": int(max(0, ovh_keep)),
             "bwd_overhead": int(max(0, ovh_bwd)), "held_outputs": int(held_out)}
     if stopped:  # (a run cut short: never slower, never more saved, than the whole one)
         stopped["stop_time"] = min(stopped["stop_time"], fwd_ms)
-        stopped["stop_saved_bytes"] = min(stopped["stop_saved_bytes"], int(saved_bytes))
         info.update(stopped)
     if options:
         # B i of a partial save makes again what the save did not keep, then
@@ -583,11 +597,13 @@ def sizes_only(run: StageProbe, outputs_held: bool = False, loss_output: bool = 
             "grad_bytes": grad_bytes, "held_outputs": held_out}
 
 
-def _saves_none_of_outputs(res: StageProbe.Result) -> bool:
-    """Whether autograd saved none of the storages of the run's outputs
-    (those held anyway aside)."""
-    out = {k for k in keys_of(res.a) if k[1]} - res.free - keys_of(res.inputs)
-    return bool(out) and not out & keys_of(res.saved)
+def _unsaved_outputs(res: StageProbe.Result) -> Tuple[int, int]:
+    """(bytes of the storages of the run's outputs that autograd saved
+    none of, bytes of all of them), those held anyway aside."""
+    skip = res.free | keys_of(res.inputs)
+    saved = keys_of(res.saved)
+    return (unique_bytes([t for t in res.a if free_key(t) not in saved], skip),
+            unique_bytes(res.a, skip))
 
 
 def _sizes(res: StageProbe.Result, outputs_held: bool, loss_output: bool

@@ -239,7 +239,7 @@ def profiled(program: Program, model: nn.Module, args: Args, kwargs: Kwargs, cfg
     meta = {"profile": {"key": cache.key, "path": program.path, "stages": program.stage_names(),
                         "held_bytes": prof.held_bytes, "torch": torch.__version__,
                         "backward_held": prof.backward_held,
-                        "frees_out": prof.frees_out, "rng_bytes": prof.rng_bytes,
+                        "frees_out": prof.frees_out, "replay_bytes": prof.replay_bytes,
                         "repeat": cfg.repeat, "device": str(program.device)}}
     if eager:
         meta["profile"]["eager_stages"] = eager

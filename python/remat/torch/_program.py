@@ -38,10 +38,12 @@ class Profile:
     # For a step run as plain autograd (memory=1.0's store-all plan, no
     # hooks: _budget.Budget.predict): the stages whose output autograd frees
     # at the next stage's backward (stage i saves none of a[i]; the chain
-    # holds it until B i), and the RNG states in held_bytes, which such a
-    # step does not keep.
-    frees_out: List[int] = dataclasses.field(default_factory=list)
-    rng_bytes: int = 0
+    # holds it until B i), as [i, what B i's measured peak already left out
+    # of a[i] (_measure: the outputs go at the last unpack), a[i]'s bytes],
+    # and what held_bytes counts for replaying stages (RNG states, snapshots
+    # of mutated buffers), which such a step does not keep.
+    frees_out: List[List[int]] = dataclasses.field(default_factory=list)
+    replay_bytes: int = 0
 
 
 class Program(Protocol):

@@ -107,7 +107,7 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
     device = device_of(feeds.values())
     out: List[Dict[str, Any]] = []
     held_bytes = 0
-    frees_out: List[int] = []
+    frees_out: List[List[int]] = []
     prev_out: Set[FreeKey] = set()
     with torch.random.fork_rng(devices=cuda_devices(feeds.values())):
         prev: Sequence[fx.Node] = prog.input_acts
@@ -126,10 +126,10 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
             out.append(info)
             if not sizes:  # (a stage passing its input on keeps it alive: not freed)
                 here = keys_of(t for b in st.boundary or () for t in tensors_in(run.last[b]))
-                if frees_out and frees_out[-1] == st.index - 1 and prev_out & here:
+                if frees_out and frees_out[-1][0] == st.index - 1 and prev_out & here:
                     frees_out.pop()
                 if run.frees_out:
-                    frees_out.append(st.index)
+                    frees_out.append([st.index, run.released_by, info["out_bytes"]])
                 prev_out = here
             for o, v in run.last.items():  # the values the next stages read
                 env[o] = pytree.tree_map_only(
@@ -148,14 +148,14 @@ def profile_graph(prog: "GraphProgram", model: torch.nn.Module, flat_inputs: Seq
                 "saved_bytes": 0})  # the caller's loss: outside the model
     ins = [feeds[ph] for ph in prog.input_acts]
     snaps = {ph for st in prog.stages for ph in st.mutated}
-    for ph in snaps:
-        held_bytes += feeds[ph].untyped_storage().nbytes()
+    snap_bytes = sum(feeds[ph].untyped_storage().nbytes() for ph in snaps)
+    held_bytes += snap_bytes
     backward_held = shared_param_grads(prog, feeds, out) + held_grads(prog, env)
     held_bytes += sum(b[0] for b in backward_held)
     random = sum(1 for st in prog.stages if st.random)
     held_bytes += step_reserve(device, random, len(prog.calls))
     return Profile(out, unique_bytes(ins), dense_bytes(ins), held_bytes, backward_held,
-                   frees_out, rng_bytes(device, random))
+                   frees_out, rng_bytes(device, random) + snap_bytes)
 
 
 def shared_param_grads(prog: "GraphProgram", feeds: Dict[fx.Node, Any],
