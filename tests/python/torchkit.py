@@ -139,22 +139,13 @@ def between(low: int, plain: int, t: float) -> int:
 
 def hookless(w: rt.RematModule) -> bool:
     """Whether w's steps run as plain autograd, without hooks (the executor's
-    Step.all_native: memory=1.0's store-all plan). Autograd then frees each
-    saved tensor as the backward uses it: such a step may measure up to
-    HOOKLESS_BELOW under its prediction."""
+    Step.all_native: memory=1.0's store-all plan). Budget.predict counts
+    what such a step frees sooner or never holds."""
     from remat.torch._executor import OFFLOAD_OPS, native_stages
     e = w.last_entry
     L = e.chain.n - 1
     return all(j in native_stages(e.plan) for j in range(1, L + 1)) and \
         not any(st.kind in OFFLOAD_OPS for st in e.plan.steps)
-
-
-# How far under its prediction a hookless step (above) may measure. The
-# prediction counts what such a step frees sooner or never holds
-# (Budget.predict): ViT 0.2 %, BERT 0.3 %, GPT-2 0.1 %, DenseNet-121 and
-# ResNet-50 0.5 %; T5 2.7 % with its final norm's output counted twice
-# (test_torch_models.py allows that apart).
-HOOKLESS_BELOW = 0.03
 
 
 def limit_at(w: rt.RematModule, t: float, algorithm: str = "optimal",
