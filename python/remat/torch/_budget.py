@@ -110,10 +110,10 @@ class Budget:
             # output that stage saves none of is gone after the next stage's
             # backward, and no RNG state or buffer snapshot is kept
             held -= self.replay_bytes
-            stages = self.chain.stages
-            during = [m - int(stages[int(op[2:]) - 1]["out_bytes"] * self.frees_out[int(op[2:])])
-                      if op.startswith("B ") and int(op[2:]) in self.frees_out else m
-                      for op, m in zip(sched.ops, during)]
+            for k, op in enumerate(sched.ops):
+                i = int(op[2:]) if op.startswith("B ") else 0
+                if i in self.frees_out:
+                    during[k] -= int(self.chain.stages[i - 1]["out_bytes"] * self.frees_out[i])
         return int(max(during + [self.chain.input_bytes])) + held
 
     def link_bandwidth(self, bandwidth: Bandwidth) -> float:

@@ -420,13 +420,10 @@ def _clear(lists: Tuple[List[torch.Tensor], ...]) -> None:
         x.clear()
 
 
-def _released_bwd(run: StageProbe, device: torch.device) -> Optional[int]:
+def _released_bwd(run: StageProbe, device: torch.device) -> int:
     """B i's peak above its start, less d[i-1], where the stage's outputs
     go at its last unpack, as in a step (where B's peak comes after that
-    unpack, a weight gradient's temporary: the outputs are gone); None
-    when the run cannot be measured so (a partial save in progress)."""
-    if run.partial is not None:
-        return None
+    unpack, a weight gradient's temporary: the outputs are gone)."""
     rel = _Release()
     run.partial = rel
     try:
